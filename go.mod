@@ -1,0 +1,3 @@
+module github.com/rotahq/rota
+
+go 1.26.8

@@ -1,0 +1,59 @@
+package rota
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"regexp"
+	"sync"
+	"time"
+)
+
+// IDGenerator makes 32-character lowercase hex ids that sort by creation
+// time: 48 bits of unix milliseconds followed by 80 bits that are random at
+// each new millisecond and incremented within one, so ids from one generator
+// are strictly increasing. The zero value is ready to use.
+type IDGenerator struct {
+	mu     sync.Mutex
+	lastMS uint64
+	hi     uint16 // upper 16 of the 80 trailing bits
+	lo     uint64 // lower 64
+}
+
+// New returns an id for an object created at now.
+func (g *IDGenerator) New(now time.Time) string {
+	ms := uint64(now.UnixMilli())
+	g.mu.Lock()
+	if ms <= g.lastMS {
+		ms = g.lastMS
+		g.lo++
+		if g.lo == 0 {
+			g.hi++
+		}
+	} else {
+		var b [10]byte
+		_, _ = rand.Read(b[:])
+		g.hi = binary.BigEndian.Uint16(b[:2]) &^ 0x8000 // room to increment
+		g.lo = binary.BigEndian.Uint64(b[2:])
+		g.lastMS = ms
+	}
+	var out [16]byte
+	out[0], out[1], out[2], out[3], out[4], out[5] = byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms)
+	binary.BigEndian.PutUint16(out[6:8], g.hi)
+	binary.BigEndian.PutUint64(out[8:], g.lo)
+	g.mu.Unlock()
+	return hex.EncodeToString(out[:])
+}
+
+var idPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// ValidID reports whether s has the form of a Rota id.
+func ValidID(s string) bool { return len(s) == 32 && idPattern.MatchString(s) }
+
+// KindPattern is the pattern a kind name must match.
+const KindPattern = `^[A-Za-z0-9_.:-]{1,128}$`
+
+var kindRE = regexp.MustCompile(KindPattern)
+
+// ValidKind reports whether s is an acceptable kind name.
+func ValidKind(s string) bool { return kindRE.MatchString(s) }
