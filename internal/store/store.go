@@ -86,9 +86,13 @@ type Store interface {
 	// error). Success counts toward the task's Workers; when that many runs
 	// succeeded the task is SUCCESS. A failure with Retry and retries left
 	// puts the task back to SCHEDULED at Now + Backoff(failures); otherwise
-	// the task FAILED (other running runs are asked to stop). A run of a task
-	// whose stop was requested ends CANCELED whatever it reports, unless it
-	// reports success.
+	// the task FAILED (other running runs are asked to stop). The task's final
+	// failure status is TIMEOUT when its last failed run passed its deadline,
+	// FAILED otherwise. Failed runs count toward MaxRetries; CANCELED ones do
+	// not. A run whose stop was requested ends CANCELED whatever it reports;
+	// if the task itself was stopped, the task ends CANCELED when its last
+	// running run ends; if only the run was stopped (its worker was removed
+	// from WorkerIDs), the task is claimable again at once.
 	RunComplete(ctx context.Context, p RunCompleteParams) (*rota.Task, error)
 
 	// RunExpire ends, as TIMEOUT, up to Limit RUNNING runs whose lease expired
