@@ -284,3 +284,17 @@ type KindStats struct {
 	OldestWaitingAge time.Duration // 0 when nothing waits
 	Paused           bool
 }
+
+// WorkerStatusAt derives a worker's status at now: stopped when it was asked
+// to stop and holds no runs; lost when not seen within WorkerLiveness plus
+// the long-poll wait of its last claim; active otherwise. Backends share it
+// so that they agree.
+func WorkerStatusAt(lastSeen time.Time, lastWait time.Duration, stopRequested bool, running int, now time.Time) rota.WorkerStatus {
+	switch {
+	case stopRequested && running == 0:
+		return rota.WorkerStopped
+	case now.After(lastSeen.Add(WorkerLiveness + lastWait)):
+		return rota.WorkerLost
+	}
+	return rota.WorkerActive
+}

@@ -1,0 +1,480 @@
+// Package dispatch hands tasks to workers. It wraps the store's mutating
+// task operations so that every change that can make work claimable wakes
+// the workers waiting for it, and it runs the two timers of the queue: the
+// due time of delayed tasks and the lease reaper.
+//
+// Long-poll claims register a waiter before they look at the store, so a
+// submit that lands between the look and the sleep is never missed. A
+// submit of n tasks wakes n waiters of that kind (not all of them: no
+// thundering herd); changes whose beneficiary is unknown (pinned tasks,
+// resumed kinds, expired leases) wake every waiter of the kind. A slow
+// safety poll bounds the damage of a missed signal (e.g. a task written by
+// another node).
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/clock"
+	"github.com/rotahq/rota/internal/store"
+)
+
+// Config configures a Dispatcher. Zero values mean the documented defaults.
+type Config struct {
+	Store  store.Store
+	Clock  clock.Clock  // default clock.Real
+	Logger *slog.Logger // default slog.Default()
+	IDs    *rota.IDGenerator
+
+	// BackoffBase and BackoffMax shape the retry delay after the nth failed
+	// run: min(BackoffBase·2^(n−1), BackoffMax), plus up to 20% jitter.
+	// Defaults 1s and 1h.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// MaxWait caps a claim's long-poll wait (default 60s).
+	MaxWait time.Duration
+	// SafetyPoll is how often a waiting claim looks again without being
+	// woken (default 2s); a fallback only.
+	SafetyPoll time.Duration
+	// ReapInterval is the longest the reaper sleeps between looks for
+	// expired leases (default 500ms); it wakes earlier for a known expiry.
+	ReapInterval time.Duration
+	// Jitter returns a number in [0,1); default math/rand/v2.
+	Jitter func() float64
+}
+
+// Dispatcher coordinates claims and wake-ups. Create it with New, start its
+// timers with Start, and Stop it before closing the store.
+type Dispatcher struct {
+	cfg Config // immutable after New
+
+	mu      sync.Mutex           // guards the fields below
+	waiters map[string][]*waiter // by kind, oldest first
+	due     map[string]time.Time // earliest known RunAt of delayed tasks by kind
+	dueKick chan struct{}        // tells the due loop that due changed
+	stopped bool
+
+	quit chan struct{}  // closed by Stop: waiting claims return at once
+	wg   sync.WaitGroup // background loops
+	once sync.Once
+}
+
+type waiter struct {
+	kinds []string
+	wake  chan struct{} // buffered 1
+}
+
+// New returns a Dispatcher; Start must be called to run its timers.
+func New(cfg Config) (*Dispatcher, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("dispatch: nil store")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.IDs == nil {
+		cfg.IDs = &rota.IDGenerator{}
+	}
+	if cfg.BackoffBase <= 0 {
+		cfg.BackoffBase = time.Second
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = time.Hour
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 60 * time.Second
+	}
+	if cfg.SafetyPoll <= 0 {
+		cfg.SafetyPoll = 2 * time.Second
+	}
+	if cfg.ReapInterval <= 0 {
+		cfg.ReapInterval = 500 * time.Millisecond
+	}
+	if cfg.Jitter == nil {
+		cfg.Jitter = rand.Float64
+	}
+	return &Dispatcher{
+		cfg:     cfg,
+		waiters: map[string][]*waiter{},
+		due:     map[string]time.Time{},
+		dueKick: make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+	}, nil
+}
+
+// Backoff is the delay before the retry that follows the nth failed run.
+func (d *Dispatcher) Backoff(n int) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	base := float64(d.cfg.BackoffBase) * math.Pow(2, float64(n-1))
+	if base > float64(d.cfg.BackoffMax) {
+		base = float64(d.cfg.BackoffMax)
+	}
+	return time.Duration(base * (1 + 0.2*d.cfg.Jitter()))
+}
+
+// Start loads the due times of delayed tasks and starts the due-time and
+// reaper loops; they run until Stop.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	kinds, err := d.cfg.Store.KindList(ctx)
+	if err != nil {
+		return fmt.Errorf("dispatch: start: %w", err)
+	}
+	for _, k := range kinds {
+		d.refreshDue(ctx, k.Name)
+	}
+	d.wg.Add(2)
+	go d.dueLoop()
+	go d.reapLoop()
+	return nil
+}
+
+// Stop makes waiting claims return empty at once and stops the loops. It
+// is idempotent.
+func (d *Dispatcher) Stop() {
+	d.once.Do(func() {
+		d.mu.Lock()
+		d.stopped = true
+		d.mu.Unlock()
+		close(d.quit)
+	})
+	d.wg.Wait()
+}
+
+// Notify wakes up to n waiters of kind (all of them when n < 0).
+func (d *Dispatcher) Notify(kind string, n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, w := range d.waiters[kind] {
+		if n == 0 {
+			return
+		}
+		select {
+		case w.wake <- struct{}{}:
+			n--
+		default: // already woken; it will look again anyway
+		}
+	}
+}
+
+func (d *Dispatcher) register(kinds []string) *waiter {
+	w := &waiter{kinds: kinds, wake: make(chan struct{}, 1)}
+	d.mu.Lock()
+	for _, k := range kinds {
+		d.waiters[k] = append(d.waiters[k], w)
+	}
+	d.mu.Unlock()
+	return w
+}
+
+func (d *Dispatcher) unregister(w *waiter) {
+	d.mu.Lock()
+	for _, k := range w.kinds {
+		ws := d.waiters[k]
+		if i := slices.Index(ws, w); i >= 0 {
+			ws = slices.Delete(ws, i, i+1)
+		}
+		if len(ws) == 0 {
+			delete(d.waiters, k)
+		} else {
+			d.waiters[k] = ws
+		}
+	}
+	d.mu.Unlock()
+}
+
+// ClaimRequest is a worker's request for work.
+type ClaimRequest struct {
+	WorkerID string
+	Address  string
+	Kinds    []string
+	Max      int
+	Wait     time.Duration // long-poll up to this long (capped at MaxWait)
+}
+
+// Claim hands out up to r.Max tasks, waiting up to r.Wait for some to become
+// claimable. It returns as soon as it has at least one, when the worker must
+// drain, when the wait ends, when ctx ends or when the dispatcher stops
+// (those last three with an empty result and no error).
+func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaimResult, error) {
+	wait := min(r.Wait, d.cfg.MaxWait)
+	c := d.cfg.Clock
+	end := c.Now().Add(wait)
+	var w *waiter
+	if wait > 0 {
+		w = d.register(r.Kinds)
+		defer d.unregister(w)
+	}
+	for {
+		res, err := d.cfg.Store.TaskClaim(ctx, store.TaskClaimParams{
+			WorkerID: r.WorkerID, WorkerAddress: r.Address, Kinds: r.Kinds, Max: r.Max,
+			Wait: wait, Now: c.Now(), NewRunID: d.newRunID,
+		})
+		if err != nil || len(res.Runs) > 0 || res.Drain || wait <= 0 {
+			return res, err
+		}
+		left := end.Sub(c.Now())
+		if left <= 0 {
+			return res, nil
+		}
+		t := c.NewTimer(min(left, d.cfg.SafetyPoll))
+		select {
+		case <-w.wake:
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return store.TaskClaimResult{}, nil
+		case <-d.quit:
+			t.Stop()
+			return store.TaskClaimResult{}, nil
+		}
+		t.Stop()
+	}
+}
+
+func (d *Dispatcher) newRunID() string { return d.cfg.IDs.New(d.cfg.Clock.Now()) }
+
+// NewID returns a new task id.
+func (d *Dispatcher) NewID() string { return d.cfg.IDs.New(d.cfg.Clock.Now()) }
+
+// Now is the dispatcher's clock reading.
+func (d *Dispatcher) Now() time.Time { return d.cfg.Clock.Now() }
+
+// Submit stores tasks (one transaction) and wakes the workers that can take
+// them; delayed tasks set the due timer instead.
+func (d *Dispatcher) Submit(ctx context.Context, ps []store.TaskInsertParams) ([]store.TaskInsertResult, error) {
+	res, err := d.cfg.Store.TaskInsertMany(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
+	now := d.cfg.Clock.Now()
+	ready := map[string]int{}
+	for _, r := range res {
+		if r.Existing {
+			continue
+		}
+		t := r.Task
+		switch {
+		case t.RunAt.After(now):
+			d.noteDue(t.Kind, t.RunAt)
+		case len(t.WorkerIDs) > 0:
+			ready[t.Kind] = -1
+		case ready[t.Kind] >= 0:
+			ready[t.Kind] += t.Workers
+		}
+	}
+	for k, n := range ready {
+		d.Notify(k, n)
+	}
+	return res, nil
+}
+
+// Complete records a worker's report on its run.
+func (d *Dispatcher) Complete(ctx context.Context, p store.RunCompleteParams) (*rota.Task, error) {
+	p.Now = d.cfg.Clock.Now()
+	p.Backoff = d.Backoff
+	t, err := d.cfg.Store.RunComplete(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	d.afterChange(t)
+	return t, nil
+}
+
+// Heartbeat renews a run's lease.
+func (d *Dispatcher) Heartbeat(ctx context.Context, runID, workerID string) (store.RunHeartbeatResult, error) {
+	return d.cfg.Store.RunHeartbeat(ctx, store.RunHeartbeatParams{RunID: runID, WorkerID: workerID, Now: d.cfg.Clock.Now()})
+}
+
+// Stop stops a task.
+func (d *Dispatcher) StopTask(ctx context.Context, id, message string) (*rota.Task, error) {
+	return d.cfg.Store.TaskStop(ctx, store.TaskStopParams{ID: id, Message: message, Now: d.cfg.Clock.Now()})
+}
+
+// Update changes a task's options; a new priority or worker list can make
+// it claimable by someone new.
+func (d *Dispatcher) Update(ctx context.Context, p store.TaskUpdateParams) (*rota.Task, error) {
+	p.Now = d.cfg.Clock.Now()
+	t, err := d.cfg.Store.TaskUpdate(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	d.Notify(t.Kind, -1)
+	return t, nil
+}
+
+// KindUpsert changes a kind's settings; resuming it wakes its workers.
+func (d *Dispatcher) KindUpsert(ctx context.Context, p store.KindUpsertParams) (*rota.Kind, error) {
+	k, err := d.cfg.Store.KindUpsert(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	d.Notify(k.Name, -1)
+	return k, nil
+}
+
+// afterChange wakes or schedules workers for a task that may have become
+// claimable.
+func (d *Dispatcher) afterChange(t *rota.Task) {
+	if t == nil || t.Status.Terminal() {
+		return
+	}
+	if t.RunAt.After(d.cfg.Clock.Now()) {
+		d.noteDue(t.Kind, t.RunAt)
+		return
+	}
+	d.Notify(t.Kind, -1)
+}
+
+// noteDue records that kind has a task due at at.
+func (d *Dispatcher) noteDue(kind string, at time.Time) {
+	d.mu.Lock()
+	cur, ok := d.due[kind]
+	changed := !ok || at.Before(cur)
+	if changed {
+		d.due[kind] = at
+	}
+	d.mu.Unlock()
+	if changed {
+		select {
+		case d.dueKick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// refreshDue reloads the next due time of kind from the store.
+func (d *Dispatcher) refreshDue(ctx context.Context, kind string) {
+	next, ok, err := d.cfg.Store.TaskNextRunAt(ctx, []string{kind}, d.cfg.Clock.Now())
+	if err != nil {
+		d.cfg.Logger.Warn("dispatch: next due time", "kind", kind, "err", err)
+		return
+	}
+	now := d.cfg.Clock.Now()
+	d.mu.Lock()
+	// A due time noted while the store was being read may be earlier than
+	// what the read saw: keep it if it is still ahead (a stale one only
+	// costs a spurious wake-up).
+	if cur, have := d.due[kind]; have && cur.After(now) && (!ok || cur.Before(next)) {
+		next, ok = cur, true
+	}
+	if ok {
+		d.due[kind] = next
+	} else {
+		delete(d.due, kind)
+	}
+	d.mu.Unlock()
+}
+
+// dueLoop sleeps until the earliest due time, wakes that kind's workers and
+// reloads its next due time.
+func (d *Dispatcher) dueLoop() {
+	defer d.wg.Done()
+	c := d.cfg.Clock
+	ctx := context.Background()
+	for {
+		d.mu.Lock()
+		now := c.Now()
+		var dueKinds []string
+		var next time.Time
+		for k, at := range d.due {
+			if !at.After(now) {
+				dueKinds = append(dueKinds, k)
+			} else if next.IsZero() || at.Before(next) {
+				next = at
+			}
+		}
+		d.mu.Unlock()
+		for _, k := range dueKinds {
+			d.Notify(k, -1)
+			d.refreshDue(ctx, k)
+		}
+		if len(dueKinds) > 0 {
+			continue
+		}
+		sleep := d.cfg.SafetyPoll
+		if !next.IsZero() {
+			sleep = min(sleep, next.Sub(now))
+		}
+		t := c.NewTimer(sleep)
+		select {
+		case <-t.C():
+			if next.IsZero() || c.Now().Before(next) {
+				// Safety poll: pick up delayed tasks written elsewhere.
+				d.refreshAllDue(ctx)
+			}
+		case <-d.dueKick:
+		case <-d.quit:
+			t.Stop()
+			return
+		}
+		t.Stop()
+	}
+}
+
+func (d *Dispatcher) refreshAllDue(ctx context.Context) {
+	d.mu.Lock()
+	kinds := make([]string, 0, len(d.waiters))
+	for k := range d.waiters {
+		kinds = append(kinds, k)
+	}
+	d.mu.Unlock()
+	for _, k := range kinds {
+		d.refreshDue(ctx, k)
+	}
+}
+
+// reapLoop ends runs whose lease or deadline passed and wakes the workers of
+// the tasks that became claimable.
+func (d *Dispatcher) reapLoop() {
+	defer d.wg.Done()
+	c := d.cfg.Clock
+	for {
+		sleep := d.ReapOnce(context.Background())
+		t := c.NewTimer(sleep)
+		select {
+		case <-t.C():
+		case <-d.quit:
+			t.Stop()
+			return
+		}
+	}
+}
+
+// ReapOnce expires what is due now and returns how long to sleep before the
+// next look. Tests call it directly.
+func (d *Dispatcher) ReapOnce(ctx context.Context) time.Duration {
+	c := d.cfg.Clock
+	for {
+		res, err := d.cfg.Store.RunExpire(ctx, store.RunExpireParams{Now: c.Now(), Limit: 500, Backoff: d.Backoff})
+		if err != nil {
+			d.cfg.Logger.Error("dispatch: expire leases", "err", err)
+			return d.cfg.ReapInterval
+		}
+		for _, k := range res.Kinds {
+			d.Notify(k, -1)
+			d.refreshDue(ctx, k)
+		}
+		if res.Expired < 500 {
+			break
+		}
+	}
+	next, ok, err := d.cfg.Store.RunNextExpiry(ctx)
+	if err != nil || !ok {
+		return d.cfg.ReapInterval
+	}
+	return max(min(next.Sub(c.Now()), d.cfg.ReapInterval), time.Millisecond)
+}

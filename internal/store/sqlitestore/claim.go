@@ -1,0 +1,212 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+)
+
+// TaskClaim implements store.Store. The dispatch rules are documented on
+// store.TaskClaimParams.
+func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.TaskClaimResult, error) {
+	var res store.TaskClaimResult
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res = store.TaskClaimResult{}
+		now := ms(p.Now)
+		drain, err := workerSeen(ctx, tx, p, now)
+		if err != nil {
+			return err
+		}
+		if drain {
+			res.Drain = true
+			return nil
+		}
+		for _, kind := range p.Kinds {
+			left := p.Max - len(res.Runs)
+			if left <= 0 {
+				break
+			}
+			runs, err := claimKind(ctx, tx, p, kind, left, now)
+			if err != nil {
+				return err
+			}
+			res.Runs = append(res.Runs, runs...)
+		}
+		if n := len(res.Runs); n > 0 {
+			if _, err := tx.ExecContext(ctx, `UPDATE workers SET running = running + ? WHERE id = ?`, n, p.WorkerID); err != nil {
+				return fmt.Errorf("sqlitestore: count worker runs: %w", err)
+			}
+		}
+		return nil
+	})
+	return res, err
+}
+
+// workerSeen records the claiming worker and reports whether it must drain.
+func workerSeen(ctx context.Context, tx *sql.Tx, p store.TaskClaimParams, now int64) (bool, error) {
+	kinds, _ := json.Marshal(p.Kinds)
+	var stop int
+	err := tx.QueryRowContext(ctx, `INSERT INTO workers (id, address, kinds, first_seen, last_seen, last_wait_ms)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET address = excluded.address, kinds = excluded.kinds,
+			last_seen = excluded.last_seen, last_wait_ms = excluded.last_wait_ms
+		RETURNING stop_requested`, p.WorkerID, p.WorkerAddress, string(kinds), now, now, p.Wait.Milliseconds()).Scan(&stop)
+	if err != nil {
+		return false, fmt.Errorf("sqlitestore: record worker %s: %w", p.WorkerID, err)
+	}
+	return stop == 1, nil
+}
+
+// candidate is a claimable task as the claim sees it.
+type candidate struct {
+	id, payload             string
+	level, attempt, timeout int
+	hb                      int
+}
+
+// claimKind claims up to max tasks of one kind, in weighted-round order.
+func claimKind(ctx context.Context, tx *sql.Tx, p store.TaskClaimParams, kind string, max int, now int64) ([]rota.ClaimedRun, error) {
+	var factor, paused, maxRunning, running, pos int
+	err := tx.QueryRowContext(ctx, `SELECT priority_factor, paused, max_running, running, round_pos FROM kinds WHERE name = ?`, kind).
+		Scan(&factor, &paused, &maxRunning, &running, &pos)
+	if errors.Is(err, sql.ErrNoRows) || paused == 1 {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: load kind %s: %w", kind, err)
+	}
+	if maxRunning > 0 {
+		if room := maxRunning - running; room < max {
+			max = room
+		}
+		if max <= 0 {
+			return nil, nil
+		}
+	}
+	var queues [3][]candidate
+	for level := range 3 {
+		q, err := levelCandidates(ctx, tx, p.WorkerID, kind, level, max, now)
+		if err != nil {
+			return nil, err
+		}
+		queues[level] = q
+	}
+	picked, pos := weightedPick(queues, factor, pos, max)
+	if len(picked) == 0 {
+		return nil, nil
+	}
+	out := make([]rota.ClaimedRun, 0, len(picked))
+	for _, c := range picked {
+		runID := p.NewRunID()
+		attempt := c.attempt + 1
+		lease := now + int64(c.hb)*1000
+		var deadline int64
+		if c.timeout > 0 {
+			deadline = now + int64(c.timeout)*1000
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, task_id, kind, worker_id, worker_address, attempt, status,
+			start_time, lease_expires_at, deadline, expires_at) VALUES (?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?, ?, ?)`,
+			runID, c.id, kind, p.WorkerID, p.WorkerAddress, attempt, now, lease, deadline, expiresAt(lease, deadline)); err != nil {
+			return nil, fmt.Errorf("sqlitestore: insert run: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'RUNNING', attempt = ?, running = running + 1,
+			avail = (running + 1 + successes < workers), start_time = CASE WHEN start_time = 0 THEN ? ELSE start_time END,
+			worker_address = ?, updated_at = ? WHERE id = ?`, attempt, now, p.WorkerAddress, now, c.id); err != nil {
+			return nil, fmt.Errorf("sqlitestore: mark task running: %w", err)
+		}
+		out = append(out, rota.ClaimedRun{
+			TaskID: c.id, RunID: runID, Kind: kind, Priority: rota.PriorityOfLevel(c.level),
+			Payload: json.RawMessage(c.payload), Attempt: attempt, HeartbeatTimeoutSeconds: c.hb,
+			TimeoutSeconds: c.timeout, LeaseExpiresAt: tm(lease),
+		})
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE kinds SET round_pos = ?, running = running + ? WHERE name = ?`, pos, len(out), kind); err != nil {
+		return nil, fmt.Errorf("sqlitestore: update kind %s: %w", kind, err)
+	}
+	return out, nil
+}
+
+// levelCandidates returns up to max claimable tasks of one level for a
+// worker: pinned to it first, then unpinned, each oldest first.
+func levelCandidates(ctx context.Context, tx *sql.Tx, worker, kind string, level, max int, now int64) ([]candidate, error) {
+	const notMine = ` AND (workers = 1 OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.worker_id = ? AND r.task_id = tasks.id
+		AND r.status IN ('RUNNING', 'SUCCESS')))`
+	const cols = `SELECT id, payload, level, attempt, timeout_s, hb_timeout_s FROM tasks`
+	queries := []struct {
+		q    string
+		args []any
+	}{
+		{cols + ` WHERE avail = 1 AND kind = ? AND level = ? AND pinned = 1 AND run_at <= ?
+			AND EXISTS (SELECT 1 FROM json_each(tasks.worker_ids) WHERE value = ?)` + notMine + ` ORDER BY run_at, id LIMIT ?`,
+			[]any{kind, level, now, worker, worker, max}},
+		{cols + ` WHERE avail = 1 AND kind = ? AND level = ? AND pinned = 0 AND run_at <= ?` + notMine + ` ORDER BY run_at, id LIMIT ?`,
+			[]any{kind, level, now, worker, max}},
+	}
+	var out []candidate
+	for _, q := range queries {
+		if len(out) >= max {
+			break
+		}
+		q.args[len(q.args)-1] = max - len(out)
+		rows, err := tx.QueryContext(ctx, q.q, q.args...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: claim candidates: %w", err)
+		}
+		for rows.Next() {
+			var c candidate
+			if err := rows.Scan(&c.id, &c.payload, &c.level, &c.attempt, &c.timeout, &c.hb); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("sqlitestore: scan candidate: %w", err)
+			}
+			out = append(out, c)
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// weightedPick takes up to max items from three FIFO queues (high, mid,
+// low) in weighted rounds of f² high, f mid and 1 low, starting at position
+// pos of the round and skipping the rest of a level's slots when it is
+// empty. It returns the picks and the position to resume from.
+func weightedPick[T any](queues [3][]T, f, pos, max int) ([]T, int) {
+	if f < 1 {
+		f = 1
+	}
+	bounds := [3]int{f * f, f*f + f, f*f + f + 1} // end of each level's slots
+	round := bounds[2]
+	if pos < 0 || pos >= round {
+		pos = 0
+	}
+	levelAt := func(p int) int {
+		switch {
+		case p < bounds[0]:
+			return 0
+		case p < bounds[1]:
+			return 1
+		}
+		return 2
+	}
+	var out []T
+	for len(out) < max {
+		if len(queues[0])+len(queues[1])+len(queues[2]) == 0 {
+			break
+		}
+		l := levelAt(pos)
+		if len(queues[l]) == 0 {
+			pos = bounds[l] % round // first slot of the next level
+			continue
+		}
+		out = append(out, queues[l][0])
+		queues[l] = queues[l][1:]
+		pos = (pos + 1) % round
+	}
+	return out, pos
+}

@@ -1,0 +1,201 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+)
+
+const kindCols = `name, priority_factor, paused, max_running, rate, retention_seconds`
+
+func scanKind(sc scanner) (*rota.Kind, error) {
+	var k rota.Kind
+	var paused int
+	if err := sc.Scan(&k.Name, &k.PriorityFactor, &paused, &k.MaxRunning, &k.Rate, &k.RetentionSeconds); err != nil {
+		return nil, err
+	}
+	k.Paused = paused == 1
+	return &k, nil
+}
+
+// KindList implements store.Store.
+func (s *Store) KindList(ctx context.Context) ([]rota.Kind, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+kindCols+` FROM kinds ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: list kinds: %w", err)
+	}
+	defer rows.Close()
+	var out []rota.Kind
+	for rows.Next() {
+		k, err := scanKind(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: scan kind: %w", err)
+		}
+		out = append(out, *k)
+	}
+	return out, rows.Err()
+}
+
+// KindGet implements store.Store.
+func (s *Store) KindGet(ctx context.Context, name string) (*rota.Kind, error) {
+	return getKind(ctx, s.rdb, name)
+}
+
+func getKind(ctx context.Context, q queryer, name string) (*rota.Kind, error) {
+	k, err := scanKind(q.QueryRowContext(ctx, `SELECT `+kindCols+` FROM kinds WHERE name = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("kind", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: get kind %s: %w", name, err)
+	}
+	return k, nil
+}
+
+// KindUpsert implements store.Store.
+func (s *Store) KindUpsert(ctx context.Context, p store.KindUpsertParams) (*rota.Kind, error) {
+	var out *rota.Kind
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := ensureKind(ctx, tx, p.Name); err != nil {
+			return err
+		}
+		k, err := getKind(ctx, tx, p.Name)
+		if err != nil {
+			return err
+		}
+		if p.PriorityFactor != nil {
+			k.PriorityFactor = *p.PriorityFactor
+		}
+		if p.Paused != nil {
+			k.Paused = *p.Paused
+		}
+		if p.MaxRunning != nil {
+			k.MaxRunning = *p.MaxRunning
+		}
+		if p.Rate != nil {
+			k.Rate = *p.Rate
+		}
+		if p.RetentionSeconds != nil {
+			k.RetentionSeconds = *p.RetentionSeconds
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE kinds SET priority_factor = ?, paused = ?, max_running = ?, rate = ?,
+			retention_seconds = ? WHERE name = ?`, k.PriorityFactor, boolInt(k.Paused), k.MaxRunning, k.Rate,
+			k.RetentionSeconds, k.Name); err != nil {
+			return fmt.Errorf("sqlitestore: update kind %s: %w", k.Name, err)
+		}
+		out = k
+		return nil
+	})
+	return out, err
+}
+
+// WorkerList implements store.Store.
+func (s *Store) WorkerList(ctx context.Context, now time.Time) ([]rota.Worker, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT id, address, kinds, first_seen, last_seen, last_wait_ms, stop_requested, running
+		FROM workers ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: list workers: %w", err)
+	}
+	defer rows.Close()
+	var out []rota.Worker
+	for rows.Next() {
+		w, err := scanWorker(rows, now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *w)
+	}
+	return out, rows.Err()
+}
+
+func scanWorker(sc scanner, now time.Time) (*rota.Worker, error) {
+	var (
+		w                   rota.Worker
+		kinds               string
+		first, last, waitMS int64
+		stop                int
+	)
+	if err := sc.Scan(&w.ID, &w.Address, &kinds, &first, &last, &waitMS, &stop, &w.Running); err != nil {
+		return nil, fmt.Errorf("sqlitestore: scan worker: %w", err)
+	}
+	if err := json.Unmarshal([]byte(kinds), &w.Kinds); err != nil {
+		return nil, fmt.Errorf("sqlitestore: worker %s kinds: %w", w.ID, err)
+	}
+	w.FirstSeen, w.LastSeen = tm(first), tm(last)
+	w.StopRequested = stop == 1
+	w.Status = store.WorkerStatusAt(w.LastSeen, time.Duration(waitMS)*time.Millisecond, w.StopRequested, w.Running, now)
+	return &w, nil
+}
+
+// WorkerStop implements store.Store.
+func (s *Store) WorkerStop(ctx context.Context, id string, now time.Time) (*rota.Worker, error) {
+	var out *rota.Worker
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		row := tx.QueryRowContext(ctx, `UPDATE workers SET stop_requested = 1 WHERE id = ?
+			RETURNING id, address, kinds, first_seen, last_seen, last_wait_ms, stop_requested, running`, id)
+		w, err := scanWorker(row, now)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("worker", id)
+		}
+		out = w
+		return err
+	})
+	return out, err
+}
+
+// Stats implements store.Store.
+func (s *Store) Stats(ctx context.Context, now time.Time) (store.Stats, error) {
+	byKind := map[string]*store.KindStats{}
+	var order []string
+	get := func(k string) *store.KindStats {
+		ks, ok := byKind[k]
+		if !ok {
+			ks = &store.KindStats{Kind: k, Counts: map[rota.Status]int{}}
+			byKind[k] = ks
+			order = append(order, k)
+		}
+		return ks
+	}
+	kinds, err := s.KindList(ctx)
+	if err != nil {
+		return store.Stats{}, err
+	}
+	for _, k := range kinds {
+		get(k.Name).Paused = k.Paused
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT kind, status, COUNT(*) FROM tasks GROUP BY kind, status`)
+	if err != nil {
+		return store.Stats{}, fmt.Errorf("sqlitestore: stats: %w", err)
+	}
+	for rows.Next() {
+		var kind, status string
+		var n int
+		if err := rows.Scan(&kind, &status, &n); err != nil {
+			rows.Close()
+			return store.Stats{}, fmt.Errorf("sqlitestore: scan stats: %w", err)
+		}
+		get(kind).Counts[rota.Status(status)] = n
+	}
+	rows.Close()
+	for _, k := range order {
+		var v sql.NullInt64
+		if err := s.rdb.QueryRowContext(ctx, `SELECT MIN(run_at) FROM tasks WHERE avail = 1 AND status = 'SCHEDULED'
+			AND kind = ? AND run_at <= ?`, k, ms(now)).Scan(&v); err != nil {
+			return store.Stats{}, fmt.Errorf("sqlitestore: oldest waiting: %w", err)
+		}
+		if v.Valid {
+			byKind[k].OldestWaitingAge = now.Sub(tm(v.Int64))
+		}
+	}
+	var out store.Stats
+	for _, k := range order {
+		out.Kinds = append(out.Kinds, *byKind[k])
+	}
+	return out, nil
+}

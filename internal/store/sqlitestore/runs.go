@@ -1,0 +1,343 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+)
+
+// runRow is a run as stored.
+type runRow struct {
+	rota.Run
+	kind string
+}
+
+func getRun(ctx context.Context, q queryer, id string) (*runRow, error) {
+	var kind string
+	var r *rota.Run
+	row := q.QueryRowContext(ctx, `SELECT `+runCols+`, kind FROM runs WHERE id = ?`, id)
+	r, err := scanRun(scanFunc(func(dest ...any) error { return row.Scan(append(dest, &kind)...) }))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("run", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: get run %s: %w", id, err)
+	}
+	return &runRow{Run: *r, kind: kind}, nil
+}
+
+type scanFunc func(dest ...any) error
+
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
+
+func expiresAt(lease, deadline int64) int64 {
+	if deadline != 0 && deadline < lease {
+		return deadline
+	}
+	return lease
+}
+
+// outcome is how a run ended, from the task's point of view.
+type outcome int
+
+const (
+	outSuccess        outcome = iota
+	outFailure                // the worker reported failure
+	outLeaseLapsed            // no heartbeat within the lease
+	outDeadlinePassed         // the task's timeout passed
+)
+
+// ownedRun loads a run for a report by workerID at now. It returns
+// rota.ErrNotFound, or a lease-lost error, possibly after expiring the run
+// on the spot (then wrapped in keepError so the expiry commits).
+func ownedRun(ctx context.Context, tx *sql.Tx, runID, workerID string, now int64, backoff func(int) time.Duration) (*runRow, error) {
+	r, err := getRun(ctx, tx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if r.WorkerID != workerID {
+		return nil, leaseLost(runID, fmt.Sprintf("it belongs to worker %s", r.WorkerID))
+	}
+	if r.Status != rota.StatusRunning {
+		return nil, leaseLost(runID, fmt.Sprintf("it already ended %s", r.Status))
+	}
+	if exp := expiresAt(ms(r.LeaseExpiresAt), ms(r.Deadline)); exp <= now {
+		why := "its lease expired"
+		if err := expireRun(ctx, tx, r, now, backoff); err != nil {
+			return nil, err
+		}
+		if r.Deadline.UnixMilli() <= now && !r.Deadline.IsZero() {
+			why = "its timeout passed"
+		}
+		return nil, keepError{leaseLost(runID, why)}
+	}
+	return r, nil
+}
+
+// RunHeartbeat implements store.Store.
+func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (store.RunHeartbeatResult, error) {
+	var res store.RunHeartbeatResult
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		now := ms(p.Now)
+		r, err := ownedRun(ctx, tx, p.RunID, p.WorkerID, now, nil)
+		if err != nil {
+			return err
+		}
+		var hb, workerStop int
+		if err := tx.QueryRowContext(ctx, `SELECT hb_timeout_s FROM tasks WHERE id = ?`, r.TaskID).Scan(&hb); err != nil {
+			return fmt.Errorf("sqlitestore: heartbeat timeout of %s: %w", r.TaskID, err)
+		}
+		lease := now + int64(hb)*1000
+		if _, err := tx.ExecContext(ctx, `UPDATE runs SET lease_expires_at = ?, expires_at = ? WHERE id = ?`,
+			lease, expiresAt(lease, ms(r.Deadline)), r.ID); err != nil {
+			return fmt.Errorf("sqlitestore: renew lease of %s: %w", r.ID, err)
+		}
+		if err := tx.QueryRowContext(ctx, `UPDATE workers SET last_seen = ? WHERE id = ? RETURNING stop_requested`,
+			now, p.WorkerID).Scan(&workerStop); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("sqlitestore: worker seen: %w", err)
+		}
+		res = store.RunHeartbeatResult{Stop: r.StopRequested, Drain: workerStop == 1, LeaseExpiresAt: tm(lease)}
+		return nil
+	})
+	return res, err
+}
+
+// RunComplete implements store.Store.
+func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*rota.Task, error) {
+	var taskID string
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		now := ms(p.Now)
+		r, err := ownedRun(ctx, tx, p.RunID, p.WorkerID, now, p.Backoff)
+		if err != nil {
+			return err
+		}
+		taskID = r.TaskID
+		out := outFailure
+		status := rota.StatusFailed
+		if p.Success {
+			out, status = outSuccess, rota.StatusSuccess
+		}
+		if r.StopRequested {
+			status = rota.StatusCanceled
+		}
+		if err := endRun(ctx, tx, r, status, p.Message, now); err != nil {
+			return err
+		}
+		return settle(ctx, tx, r, out, settleParams{
+			message: p.Message, result: p.Result, retry: p.Retry, now: now, backoff: p.Backoff,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.TaskGet(ctx, taskID)
+}
+
+// endRun ends a RUNNING run and releases its place in the counters.
+func endRun(ctx context.Context, tx *sql.Tx, r *runRow, status rota.Status, msg string, now int64) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, end_time = ?, expires_at = 0, message = ? WHERE id = ?`,
+		string(status), now, msg, r.ID); err != nil {
+		return fmt.Errorf("sqlitestore: end run %s: %w", r.ID, err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE kinds SET running = running - 1 WHERE name = ? AND running > 0`, r.kind); err != nil {
+		return fmt.Errorf("sqlitestore: release kind slot: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE workers SET running = running - 1 WHERE id = ? AND running > 0`, r.WorkerID); err != nil {
+		return fmt.Errorf("sqlitestore: release worker slot: %w", err)
+	}
+	r.Status = status
+	return nil
+}
+
+type settleParams struct {
+	message string
+	result  json.RawMessage
+	retry   bool
+	now     int64
+	backoff func(int) time.Duration
+}
+
+// settle moves a task after one of its runs (r, already ended) ended with
+// the given outcome.
+func settle(ctx context.Context, tx *sql.Tx, r *runRow, out outcome, p settleParams) error {
+	t, err := getTask(ctx, tx, r.TaskID)
+	if err != nil {
+		return err
+	}
+	t.running--
+	if t.running < 0 {
+		t.running = 0
+	}
+	now := p.now
+	runAt := ms(t.RunAt)
+	endTime := ms(t.EndTime)
+	result := t.Result
+	msg := p.message
+	if t.done {
+		// A straggler of a task that already ended: only the counter moves.
+		_, err := tx.ExecContext(ctx, `UPDATE tasks SET running = ?, updated_at = ? WHERE id = ?`, t.running, now, t.ID)
+		return wrapErr("settle task", err)
+	}
+	terminal := rota.Status("")
+	stopOthers := false
+	switch {
+	case r.StopRequested:
+		if t.stopRequested {
+			if msg == "" {
+				msg = "stopped"
+			}
+			if t.running == 0 {
+				terminal = rota.StatusCanceled
+			}
+		} else if t.running == 0 {
+			// Only this run was stopped (its worker is no longer allowed):
+			// the task goes back to the queue, nothing counted against it.
+			runAt = now
+		}
+	case out == outSuccess:
+		t.successes++
+		if len(p.result) > 0 {
+			result = p.result
+		}
+		if t.successes >= t.Workers {
+			terminal = rota.StatusSuccess
+		}
+	default:
+		t.failures++
+		if msg == "" {
+			switch out {
+			case outLeaseLapsed:
+				msg = fmt.Sprintf("lease expired: no heartbeat within %ds", t.HeartbeatTimeoutSeconds)
+			case outDeadlinePassed:
+				msg = fmt.Sprintf("timeout: the run exceeded %ds", t.TimeoutSeconds)
+			default:
+				msg = "failed"
+			}
+		}
+		switch {
+		case (out == outFailure && !p.retry) || t.failures > t.MaxRetries:
+			terminal = rota.StatusFailed
+			if out == outDeadlinePassed {
+				terminal = rota.StatusTimeout
+			}
+			stopOthers = t.running > 0
+		case out == outLeaseLapsed:
+			runAt = now // taken over at once
+		default:
+			runAt = now
+			if p.backoff != nil {
+				runAt = now + p.backoff(t.failures).Milliseconds()
+			}
+		}
+	}
+	status := rota.StatusScheduled
+	if t.running > 0 {
+		status = rota.StatusRunning
+	}
+	done := false
+	if terminal != "" {
+		status, done, endTime = terminal, true, now
+	}
+	avail := !done && !t.stopRequested && t.running+t.successes < t.Workers
+	var resultVal any
+	if len(result) > 0 {
+		resultVal = string(result)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, done = ?, avail = ?, failures = ?, successes = ?,
+		running = ?, run_at = ?, end_time = ?, message = ?, result = ?, updated_at = ? WHERE id = ?`,
+		string(status), boolInt(done), boolInt(avail), t.failures, t.successes, t.running, runAt, endTime, msg,
+		resultVal, now, t.ID); err != nil {
+		return fmt.Errorf("sqlitestore: settle task %s: %w", t.ID, err)
+	}
+	if stopOthers {
+		if _, err := tx.ExecContext(ctx, `UPDATE runs SET stop_requested = 1 WHERE task_id = ? AND status = 'RUNNING'`, t.ID); err != nil {
+			return fmt.Errorf("sqlitestore: stop other runs of %s: %w", t.ID, err)
+		}
+	}
+	return nil
+}
+
+func wrapErr(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("sqlitestore: %s: %w", what, err)
+}
+
+// expireRun ends a run whose lease or deadline passed at now as TIMEOUT.
+func expireRun(ctx context.Context, tx *sql.Tx, r *runRow, now int64, backoff func(int) time.Duration) error {
+	out := outLeaseLapsed
+	if !r.Deadline.IsZero() && ms(r.Deadline) <= now {
+		out = outDeadlinePassed
+	}
+	msg := "lease expired: no heartbeat in time"
+	if out == outDeadlinePassed {
+		msg = "timeout: the run exceeded its time limit"
+	}
+	if err := endRun(ctx, tx, r, rota.StatusTimeout, msg, now); err != nil {
+		return err
+	}
+	return settle(ctx, tx, r, out, settleParams{now: now, backoff: backoff})
+}
+
+// RunExpire implements store.Store.
+func (s *Store) RunExpire(ctx context.Context, p store.RunExpireParams) (store.RunExpireResult, error) {
+	var res store.RunExpireResult
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res = store.RunExpireResult{}
+		now := ms(p.Now)
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM runs WHERE status = 'RUNNING' AND expires_at <= ? ORDER BY expires_at LIMIT ?`, now, limit)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: find expired runs: %w", err)
+		}
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		kinds := map[string]bool{}
+		for _, id := range ids {
+			r, err := getRun(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			if err := expireRun(ctx, tx, r, now, p.Backoff); err != nil {
+				return err
+			}
+			res.Expired++
+			if !kinds[r.kind] {
+				kinds[r.kind] = true
+				res.Kinds = append(res.Kinds, r.kind)
+			}
+		}
+		return nil
+	})
+	return res, err
+}
+
+// RunNextExpiry implements store.Store.
+func (s *Store) RunNextExpiry(ctx context.Context) (time.Time, bool, error) {
+	var v sql.NullInt64
+	if err := s.rdb.QueryRowContext(ctx, `SELECT MIN(expires_at) FROM runs WHERE status = 'RUNNING'`).Scan(&v); err != nil {
+		return time.Time{}, false, fmt.Errorf("sqlitestore: next expiry: %w", err)
+	}
+	if !v.Valid {
+		return time.Time{}, false, nil
+	}
+	return tm(v.Int64), true, nil
+}

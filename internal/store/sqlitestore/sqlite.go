@@ -1,0 +1,343 @@
+// Package sqlitestore is Rota's embedded store: one SQLite file, written
+// through modernc.org/sqlite (pure Go, no cgo, so `go install` works
+// everywhere).
+//
+// Design: SQLite allows one writer at a time, so the store owns exactly one
+// write connection, driven by one goroutine that applies operations in
+// group commits: whatever operations queue up while a transaction commits go
+// into the next transaction together, each inside its own SAVEPOINT so a
+// failing operation rolls back alone. One fsync then acknowledges many
+// operations, which keeps full durability (WAL, synchronous=FULL) without
+// paying an fsync per request. Reads go through a separate pool of read-only
+// connections, which WAL lets run concurrently with the writer.
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Config configures a Store.
+type Config struct {
+	// Path of the database file; its directory is created if missing.
+	Path string
+	// Relaxed trades durability for speed: synchronous=NORMAL, so a power
+	// loss (not a process crash) may lose the last commits. Default false:
+	// every acknowledged write is on disk (synchronous=FULL).
+	Relaxed bool
+	// MaxBatch caps the operations in one group commit (default 256).
+	MaxBatch int
+	// ReadConns is the size of the read pool (default 4).
+	ReadConns int
+}
+
+// Store is the SQLite implementation of store.Store.
+type Store struct {
+	cfg   Config
+	wdb   *sql.DB // exactly one connection: the writer
+	rdb   *sql.DB // read-only pool
+	ops   chan *op
+	quit  chan struct{}
+	done  chan struct{}
+	close sync.Once
+}
+
+var _ store.Store = (*Store)(nil)
+
+// op is one operation of a group commit. fn runs inside the batch's
+// transaction; its error rolls back its own savepoint unless it is a
+// keepError, whose changes are committed and whose inner error is returned.
+type op struct {
+	fn   func(ctx context.Context, tx *sql.Tx) error
+	errc chan error
+}
+
+// keepError marks an operation error whose changes must still be committed
+// (a stale heartbeat expires the run it names, then reports lease lost).
+type keepError struct{ err error }
+
+func (k keepError) Error() string { return k.err.Error() }
+func (k keepError) Unwrap() error { return k.err }
+
+// ErrClosed is returned by operations on a closed store.
+var ErrClosed = errors.New("sqlitestore: store is closed")
+
+// New opens (creating if needed) the database at cfg.Path, migrates it
+// forward, and starts the writer. A database written by a newer Rota (a
+// schema version this binary does not know) is refused.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("sqlitestore: empty path")
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 256
+	}
+	if cfg.ReadConns <= 0 {
+		cfg.ReadConns = 4
+	}
+	if dir := filepath.Dir(cfg.Path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("sqlitestore: create data directory: %w", err)
+		}
+	}
+	sync := "FULL"
+	if cfg.Relaxed {
+		sync = "NORMAL"
+	}
+	pragmas := []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(" + sync + ")", "foreign_keys(0)"}
+	dsn := func(extra ...string) string {
+		q := url.Values{}
+		for _, p := range append(pragmas, extra...) {
+			q.Add("_pragma", p)
+		}
+		q.Set("_txlock", "immediate")
+		return "file:" + cfg.Path + "?" + q.Encode()
+	}
+	wdb, err := sql.Open("sqlite", dsn())
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", cfg.Path, err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	if err := migrate(ctx, wdb); err != nil {
+		wdb.Close()
+		return nil, err
+	}
+	rdb, err := sql.Open("sqlite", dsn("query_only(1)"))
+	if err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("sqlitestore: open read pool: %w", err)
+	}
+	rdb.SetMaxOpenConns(cfg.ReadConns)
+	rdb.SetMaxIdleConns(cfg.ReadConns)
+	s := &Store{
+		cfg:  cfg,
+		wdb:  wdb,
+		rdb:  rdb,
+		ops:  make(chan *op, 4096),
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	go s.writer()
+	return s, nil
+}
+
+// SchemaVersion is the schema version this binary writes.
+func SchemaVersion() int {
+	names, _ := fs.Glob(migrationFS, "migrations/*.sql")
+	return len(names)
+}
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS rota_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`); err != nil {
+		return fmt.Errorf("sqlitestore: create meta table: %w", err)
+	}
+	var have int
+	var v string
+	switch err := db.QueryRowContext(ctx, `SELECT value FROM rota_meta WHERE key = 'schema_version'`).Scan(&v); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("sqlitestore: read schema version: %w", err)
+	default:
+		if have, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("sqlitestore: bad schema version %q", v)
+		}
+	}
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	if have > len(names) {
+		return fmt.Errorf("sqlitestore: the database has schema version %d but this rota binary knows only up to %d: upgrade rota (or use the binary that wrote it)", have, len(names))
+	}
+	for i := have; i < len(names); i++ {
+		body, err := migrationFS.ReadFile(names[i])
+		if err != nil {
+			return err
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: migrate: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("sqlitestore: migration %s: %w", names[i], err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO rota_meta (key, value) VALUES ('schema_version', ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, strconv.Itoa(i+1)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("sqlitestore: record schema version: %w", err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("sqlitestore: commit migration %s: %w", names[i], err)
+		}
+	}
+	return nil
+}
+
+// write runs fn in the writer's next group commit and returns once that
+// commit is durable (or failed).
+func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	o := &op{fn: fn, errc: make(chan error, 1)}
+	select {
+	case s.ops <- o:
+	case <-s.quit:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once queued the operation will run; wait for its outcome even if ctx
+	// ends, so that the caller never reports failure for a committed write.
+	return <-o.errc
+}
+
+func (s *Store) writer() {
+	defer close(s.done)
+	ctx := context.Background()
+	batch := make([]*op, 0, s.cfg.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case o := <-s.ops:
+			batch = append(batch, o)
+		case <-s.quit:
+			// Drain what was queued before Close.
+			for {
+				select {
+				case o := <-s.ops:
+					s.commit(ctx, []*op{o})
+				default:
+					return
+				}
+			}
+		}
+	fill:
+		for len(batch) < s.cfg.MaxBatch {
+			select {
+			case o := <-s.ops:
+				batch = append(batch, o)
+			default:
+				break fill
+			}
+		}
+		s.commit(ctx, batch)
+	}
+}
+
+// commit applies a batch in one transaction and delivers each outcome.
+func (s *Store) commit(ctx context.Context, batch []*op) {
+	errs := make([]error, len(batch))
+	fail := func(err error) {
+		for _, o := range batch {
+			o.errc <- err
+		}
+	}
+	tx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		fail(fmt.Errorf("sqlitestore: begin: %w", err))
+		return
+	}
+	single := len(batch) == 1
+	for i, o := range batch {
+		if !single {
+			if _, err := tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
+				tx.Rollback()
+				fail(fmt.Errorf("sqlitestore: savepoint: %w", err))
+				return
+			}
+		}
+		err := o.fn(ctx, tx)
+		var keep keepError
+		switch {
+		case err == nil:
+		case errors.As(err, &keep):
+			err = keep.err
+		default:
+			if single {
+				tx.Rollback()
+				batch[0].errc <- err
+				return
+			}
+			if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO op"); rerr != nil {
+				tx.Rollback()
+				fail(fmt.Errorf("sqlitestore: rollback to savepoint: %w (after %v)", rerr, err))
+				return
+			}
+		}
+		errs[i] = err
+		if !single {
+			if _, err := tx.ExecContext(ctx, "RELEASE op"); err != nil {
+				tx.Rollback()
+				fail(fmt.Errorf("sqlitestore: release savepoint: %w", err))
+				return
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		fail(fmt.Errorf("sqlitestore: commit: %w", err))
+		return
+	}
+	for i, o := range batch {
+		o.errc <- errs[i]
+	}
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.rdb.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("sqlitestore: ping: %w", err)
+	}
+	return nil
+}
+
+// Close stops the writer after the queued operations and closes the
+// database. It is idempotent.
+func (s *Store) Close() error {
+	var err error
+	s.close.Do(func() {
+		close(s.quit)
+		<-s.done
+		err = errors.Join(s.rdb.Close(), s.wdb.Close())
+	})
+	return err
+}
+
+// inList returns "?,?,?" for n placeholders.
+func inList(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// notFound, conflict and leaseLost make the rota errors a client sees.
+func notFound(what, id string) error {
+	return rota.Errorf(rota.CodeNotFound, "%s %s not found", what, id)
+}
+
+func conflict(format string, args ...any) error {
+	return rota.Errorf(rota.CodeConflict, format, args...)
+}
+
+func leaseLost(runID, why string) error {
+	return rota.Errorf(rota.CodeLeaseLost, "run %s is no longer held by this worker: %s", runID, why)
+}

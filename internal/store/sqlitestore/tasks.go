@@ -1,0 +1,384 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+)
+
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func tm(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+// queryer is what both *sql.DB and *sql.Tx offer.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+const taskCols = `id, kind, level, payload, key, status, done, avail, attempt, failures, successes, running,
+	max_retries, workers, worker_ids, timeout_s, hb_timeout_s, stop_requested, created_at, run_at,
+	start_time, end_time, worker_address, message, result, schedule_id, fire_time`
+
+// taskRow is a task as stored, with the bookkeeping the domain type hides.
+type taskRow struct {
+	rota.Task
+	done, avail, stopRequested   bool
+	failures, successes, running int
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanTask(sc scanner) (*taskRow, error) {
+	var (
+		r                                taskRow
+		level                            int
+		payload                          string
+		key, workerIDs, result           sql.NullString
+		done, avail, stop                int
+		created, runAt, start, end, fire int64
+	)
+	err := sc.Scan(&r.ID, &r.Kind, &level, &payload, &key, &r.Status, &done, &avail, &r.Attempt, &r.failures,
+		&r.successes, &r.running, &r.MaxRetries, &r.Workers, &workerIDs, &r.TimeoutSeconds,
+		&r.HeartbeatTimeoutSeconds, &stop, &created, &runAt, &start, &end, &r.WorkerAddress, &r.Message,
+		&result, &r.ScheduleID, &fire)
+	if err != nil {
+		return nil, err
+	}
+	r.Priority = rota.PriorityOfLevel(level)
+	r.Payload = json.RawMessage(payload)
+	r.Key = key.String
+	if workerIDs.Valid {
+		if err := json.Unmarshal([]byte(workerIDs.String), &r.WorkerIDs); err != nil {
+			return nil, fmt.Errorf("task %s: decode worker_ids: %w", r.ID, err)
+		}
+	}
+	if result.Valid {
+		r.Result = json.RawMessage(result.String)
+	}
+	r.done, r.avail, r.stopRequested = done == 1, avail == 1, stop == 1
+	r.CreatedAt, r.RunAt, r.StartTime, r.EndTime, r.FireTime = tm(created), tm(runAt), tm(start), tm(end), tm(fire)
+	r.IsSucceed = r.Status == rota.StatusSuccess
+	return &r, nil
+}
+
+func getTask(ctx context.Context, q queryer, id string) (*taskRow, error) {
+	t, err := scanTask(q.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("task", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: get task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func workerIDsValue(ids []string) any {
+	if len(ids) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(ids)
+	return string(b)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TaskInsert implements store.Store.
+func (s *Store) TaskInsert(ctx context.Context, p store.TaskInsertParams) (store.TaskInsertResult, error) {
+	res, err := s.TaskInsertMany(ctx, []store.TaskInsertParams{p})
+	if err != nil {
+		return store.TaskInsertResult{}, err
+	}
+	return res[0], nil
+}
+
+// TaskInsertMany implements store.Store.
+func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams) ([]store.TaskInsertResult, error) {
+	out := make([]store.TaskInsertResult, len(ps))
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		for i, p := range ps {
+			r, err := insertTask(ctx, tx, p)
+			if err != nil {
+				return err
+			}
+			out[i] = r
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func insertTask(ctx context.Context, tx *sql.Tx, p store.TaskInsertParams) (store.TaskInsertResult, error) {
+	if p.Key != "" {
+		t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE kind = ? AND key = ? AND done = 0`, p.Kind, p.Key))
+		switch {
+		case err == nil:
+			return store.TaskInsertResult{Task: &t.Task, Existing: true}, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return store.TaskInsertResult{}, fmt.Errorf("sqlitestore: look up key: %w", err)
+		}
+	}
+	if err := ensureKind(ctx, tx, p.Kind); err != nil {
+		return store.TaskInsertResult{}, err
+	}
+	now := ms(p.Now)
+	runAt := ms(p.RunAt)
+	if runAt == 0 {
+		runAt = now
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, kind, level, payload, key, status, max_retries, workers,
+		worker_ids, pinned, timeout_s, hb_timeout_s, created_at, run_at, schedule_id, fire_time, updated_at)
+		VALUES (?, ?, ?, ?, ?, 'SCHEDULED', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		p.ID, p.Kind, p.Priority.Level(), string(p.Payload), nullString(p.Key), p.MaxRetries, p.Workers,
+		workerIDsValue(p.WorkerIDs), boolInt(len(p.WorkerIDs) > 0), p.TimeoutSeconds, p.HeartbeatTimeoutSeconds,
+		now, runAt, p.ScheduleID, ms(p.FireTime), now)
+	if err != nil {
+		return store.TaskInsertResult{}, fmt.Errorf("sqlitestore: insert task: %w", err)
+	}
+	t := &rota.Task{
+		ID: p.ID, Kind: p.Kind, Priority: p.Priority, Payload: p.Payload, Key: p.Key,
+		Status: rota.StatusScheduled, MaxRetries: p.MaxRetries, Workers: p.Workers, WorkerIDs: p.WorkerIDs,
+		TimeoutSeconds: p.TimeoutSeconds, HeartbeatTimeoutSeconds: p.HeartbeatTimeoutSeconds,
+		CreatedAt: tm(now), RunAt: tm(runAt), ScheduleID: p.ScheduleID, FireTime: tm(ms(p.FireTime)),
+	}
+	return store.TaskInsertResult{Task: t}, nil
+}
+
+func ensureKind(ctx context.Context, tx *sql.Tx, kind string) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO kinds (name) VALUES (?) ON CONFLICT (name) DO NOTHING`, kind); err != nil {
+		return fmt.Errorf("sqlitestore: create kind %s: %w", kind, err)
+	}
+	return nil
+}
+
+// TaskGet implements store.Store.
+func (s *Store) TaskGet(ctx context.Context, id string) (*rota.Task, error) {
+	t, err := getTask(ctx, s.rdb, id)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := taskRuns(ctx, s.rdb, id)
+	if err != nil {
+		return nil, err
+	}
+	t.Runs = runs
+	return &t.Task, nil
+}
+
+const runCols = `id, task_id, worker_id, worker_address, attempt, status, start_time, end_time,
+	lease_expires_at, deadline, stop_requested, message`
+
+func scanRun(sc scanner) (*rota.Run, error) {
+	var (
+		r                           rota.Run
+		start, end, lease, deadline int64
+		stop                        int
+	)
+	if err := sc.Scan(&r.ID, &r.TaskID, &r.WorkerID, &r.WorkerAddress, &r.Attempt, &r.Status, &start, &end,
+		&lease, &deadline, &stop, &r.Message); err != nil {
+		return nil, err
+	}
+	r.StartTime, r.EndTime, r.LeaseExpiresAt, r.Deadline = tm(start), tm(end), tm(lease), tm(deadline)
+	r.StopRequested = stop == 1
+	return &r, nil
+}
+
+func taskRuns(ctx context.Context, q queryer, taskID string) ([]rota.Run, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+runCols+` FROM runs WHERE task_id = ? ORDER BY id`, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: runs of %s: %w", taskID, err)
+	}
+	defer rows.Close()
+	var out []rota.Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: scan run: %w", err)
+		}
+		out = append(out, *r)
+	}
+	return out, rows.Err()
+}
+
+// TaskList implements store.Store.
+func (s *Store) TaskList(ctx context.Context, p store.TaskListParams) (store.TaskListResult, error) {
+	var where []string
+	var args []any
+	if p.Kind != "" {
+		where, args = append(where, "kind = ?"), append(args, p.Kind)
+	}
+	if p.Status != "" {
+		where, args = append(where, "status = ?"), append(args, string(p.Status))
+	}
+	if p.Key != "" {
+		where, args = append(where, "key = ?"), append(args, p.Key)
+	}
+	if p.Cursor != "" {
+		where, args = append(where, "id < ?"), append(args, p.Cursor)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q := `SELECT ` + taskCols + ` FROM tasks`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY id DESC LIMIT ?"
+	args = append(args, limit+1)
+	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	if err != nil {
+		return store.TaskListResult{}, fmt.Errorf("sqlitestore: list tasks: %w", err)
+	}
+	defer rows.Close()
+	var res store.TaskListResult
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return store.TaskListResult{}, fmt.Errorf("sqlitestore: scan task: %w", err)
+		}
+		res.Tasks = append(res.Tasks, t.Task)
+	}
+	if err := rows.Err(); err != nil {
+		return store.TaskListResult{}, fmt.Errorf("sqlitestore: list tasks: %w", err)
+	}
+	if len(res.Tasks) > limit {
+		res.Tasks = res.Tasks[:limit]
+		res.NextCursor = res.Tasks[limit-1].ID
+	}
+	return res, nil
+}
+
+// TaskUpdate implements store.Store.
+func (s *Store) TaskUpdate(ctx context.Context, p store.TaskUpdateParams) (*rota.Task, error) {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		t, err := getTask(ctx, tx, p.ID)
+		if err != nil {
+			return err
+		}
+		if t.done {
+			return conflict("task %s is already %s", t.ID, t.Status)
+		}
+		if p.Priority != nil {
+			t.Priority = *p.Priority
+		}
+		if p.MaxRetries != nil {
+			t.MaxRetries = *p.MaxRetries
+		}
+		if p.HeartbeatTimeoutSeconds != nil {
+			t.HeartbeatTimeoutSeconds = *p.HeartbeatTimeoutSeconds
+		}
+		if p.WorkerIDs != nil {
+			t.WorkerIDs = append([]string(nil), (*p.WorkerIDs)...)
+			if len(t.WorkerIDs) > 0 {
+				// Runs of workers no longer allowed are asked to stop.
+				args := []any{t.ID}
+				for _, w := range t.WorkerIDs {
+					args = append(args, w)
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE runs SET stop_requested = 1 WHERE task_id = ? AND status = 'RUNNING'
+					AND worker_id NOT IN (`+inList(len(t.WorkerIDs))+`)`, args...); err != nil {
+					return fmt.Errorf("sqlitestore: stop disallowed runs: %w", err)
+				}
+			}
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE tasks SET level = ?, max_retries = ?, hb_timeout_s = ?, worker_ids = ?,
+			pinned = ?, updated_at = ? WHERE id = ?`, t.Priority.Level(), t.MaxRetries, t.HeartbeatTimeoutSeconds,
+			workerIDsValue(t.WorkerIDs), boolInt(len(t.WorkerIDs) > 0), ms(p.Now), t.ID)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: update task %s: %w", t.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.TaskGet(ctx, p.ID)
+}
+
+// TaskStop implements store.Store.
+func (s *Store) TaskStop(ctx context.Context, p store.TaskStopParams) (*rota.Task, error) {
+	msg := p.Message
+	if msg == "" {
+		msg = "stopped"
+	}
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		t, err := getTask(ctx, tx, p.ID)
+		if err != nil {
+			return err
+		}
+		if t.done {
+			return conflict("task %s is already %s and cannot be stopped", t.ID, t.Status)
+		}
+		now := ms(p.Now)
+		if t.running == 0 {
+			_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = 'CANCELED', done = 1, avail = 0, stop_requested = 1,
+				end_time = ?, message = ?, updated_at = ? WHERE id = ?`, now, msg, now, t.ID)
+		} else {
+			if _, err = tx.ExecContext(ctx, `UPDATE runs SET stop_requested = 1 WHERE task_id = ? AND status = 'RUNNING'`, t.ID); err != nil {
+				return fmt.Errorf("sqlitestore: stop runs of %s: %w", t.ID, err)
+			}
+			_, err = tx.ExecContext(ctx, `UPDATE tasks SET stop_requested = 1, avail = 0, message = ?, updated_at = ? WHERE id = ?`,
+				msg, now, t.ID)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlitestore: stop task %s: %w", t.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.TaskGet(ctx, p.ID)
+}
+
+// TaskNextRunAt implements store.Store.
+func (s *Store) TaskNextRunAt(ctx context.Context, kinds []string, now time.Time) (time.Time, bool, error) {
+	var best int64
+	for _, k := range kinds {
+		var v sql.NullInt64
+		if err := s.rdb.QueryRowContext(ctx, `SELECT MIN(run_at) FROM tasks WHERE avail = 1 AND kind = ? AND run_at > ?`,
+			k, ms(now)).Scan(&v); err != nil {
+			return time.Time{}, false, fmt.Errorf("sqlitestore: next run_at: %w", err)
+		}
+		if v.Valid && (best == 0 || v.Int64 < best) {
+			best = v.Int64
+		}
+	}
+	if best == 0 {
+		return time.Time{}, false, nil
+	}
+	return tm(best), true, nil
+}
