@@ -210,6 +210,12 @@ type ClaimRequest struct {
 // drain, when the wait ends, when ctx ends or when the dispatcher stops
 // (those last three with an empty result and no error).
 func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaimResult, error) {
+	select {
+	case <-d.quit:
+		// Stopping: grant no more leases.
+		return store.TaskClaimResult{}, nil
+	default:
+	}
 	wait := min(r.Wait, d.cfg.MaxWait)
 	c := d.cfg.Clock
 	end := c.Now().Add(wait)

@@ -141,7 +141,7 @@ func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*ro
 
 // endRun ends a RUNNING run and releases its place in the counters.
 func endRun(ctx context.Context, tx *sql.Tx, r *runRow, status rota.Status, msg string, now int64) error {
-	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, end_time = ?, expires_at = 0, message = ? WHERE id = ?`,
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, end_time = ?, expires_at = 0, lease_expires_at = 0, message = ? WHERE id = ?`,
 		string(status), now, msg, r.ID); err != nil {
 		return fmt.Errorf("sqlitestore: end run %s: %w", r.ID, err)
 	}

@@ -443,3 +443,6 @@ func sorted(ss []string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// msec is n milliseconds.
+func msec(n int) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rotahq/rota/internal/server"
+)
+
+func newServerCmd(env Env) *cobra.Command {
+	var (
+		cfg        server.Config
+		durability string
+		logLevel   string
+		logFormat  string
+		grace      time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run a Rota server (HTTP API, dispatcher, scheduler)",
+		Long: `Run a Rota server. By default it keeps its state in an embedded SQLite store
+under --data and serves the API on --listen. SIGINT or SIGTERM stop it gracefully:
+it stops handing out work, finishes in-flight requests (up to --shutdown-timeout)
+and closes the store; a second signal stops it at once.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd.Flags(), env.Getenv); err != nil {
+				return err
+			}
+			switch durability {
+			case "full":
+			case "relaxed":
+				cfg.Relaxed = true
+			default:
+				return usageError("--durability %q: want full or relaxed", durability)
+			}
+			logger, err := newLogger(env.Stderr, logLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = logger
+			ctx := cmd.Context()
+			srv, err := server.New(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			if err := srv.Start(ctx); err != nil {
+				srv.Stop(context.Background())
+				return err
+			}
+			var serveErr error
+			select {
+			case <-ctx.Done():
+				logger.Info("shutting down")
+			case serveErr = <-srv.Err():
+			}
+			sctx, cancel := context.WithTimeout(context.Background(), grace)
+			defer cancel()
+			if err := srv.Stop(sctx); err != nil && serveErr == nil {
+				serveErr = err
+			}
+			return serveErr
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
+	f.StringVar(&cfg.DataDir, "data", "./rota-data", "directory of the embedded store (rota.db)")
+	f.StringVar(&cfg.Store, "store", "sqlite", "store backend: sqlite (in --data) or sqlite:PATH")
+	f.StringVar(&durability, "durability", "full", "full: every acknowledged write is synced to disk; relaxed: not synced (a power loss may lose the last writes)")
+	f.Int64Var(&cfg.MaxPayload, "max-payload", 1<<20, "largest task payload accepted, in bytes")
+	f.DurationVar(&cfg.RetryBackoff, "retry-backoff", time.Second, "base of the exponential retry backoff")
+	f.DurationVar(&grace, "shutdown-timeout", 30*time.Second, "how long a graceful stop waits for in-flight requests")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	annotateEnv(cmd)
+	return cmd
+}

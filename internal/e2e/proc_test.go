@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildOnce builds the rota binary once per test process.
+var buildOnce = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "rota-e2e-bin")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "rota")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/rotahq/rota/cmd/rota")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build: %w", err)
+	}
+	return bin, nil
+})
+
+func rotaBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatalf("build rota: %v", err)
+	}
+	return bin
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// proc is a rota process under test.
+type proc struct {
+	cmd  *exec.Cmd
+	addr string
+	log  *bytes.Buffer
+	done chan struct{}
+}
+
+// startServer starts `rota server` on addr with data in dir and waits until
+// it answers.
+func startServer(t *testing.T, addr, dir string, extra ...string) *proc {
+	t.Helper()
+	args := append([]string{"server", "--listen", addr, "--data", dir, "--log-level", "warn"}, extra...)
+	cmd := exec.Command(rotaBinary(t), args...)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, addr: addr, log: &log, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { p.kill() })
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + addr + "/api/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return p
+			}
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("rota server exited early: %s", log.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("rota server did not answer on %s: %s", addr, log.String())
+	return nil
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *proc) kill() {
+	if p.cmd.Process != nil {
+		p.cmd.Process.Signal(syscall.SIGKILL)
+	}
+	<-p.done
+}
+
+// envelope is the API's response shape.
+type envelope struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
+}
+
+var httpClient = &http.Client{Timeout: 30 * time.Second}
+
+// call sends a JSON request and decodes the envelope's data into out.
+func call(ctx context.Context, method, url string, body, out any) (int, envelope, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, envelope{}, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, envelope{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return 0, envelope{}, err
+	}
+	defer resp.Body.Close()
+	var env envelope
+	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+		return resp.StatusCode, env, fmt.Errorf("decode %s %s: %w", method, url, err)
+	}
+	if out != nil && env.Code == 0 {
+		if err := json.Unmarshal(env.Data, out); err != nil {
+			return resp.StatusCode, env, err
+		}
+	}
+	return resp.StatusCode, env, nil
+}

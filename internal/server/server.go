@@ -1,0 +1,168 @@
+// Package server is Rota's composition root: it opens the store, starts the
+// dispatcher and serves the HTTP API, and shuts them down in the right
+// order.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/clock"
+	"github.com/rotahq/rota/internal/dispatch"
+	"github.com/rotahq/rota/internal/httpapi"
+	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/sqlitestore"
+)
+
+// Version is the Rota version reported by the server.
+const Version = "0.1.0"
+
+// Config configures a Server. Zero values mean the documented defaults.
+type Config struct {
+	// Listen is the HTTP address (default 127.0.0.1:8080; ":0" picks a port).
+	Listen string
+	// DataDir holds the embedded store (default ./rota-data).
+	DataDir string
+	// Store selects the backend: "" or "sqlite" for the embedded store in
+	// DataDir, "sqlite:PATH" for another file.
+	Store string
+	// Relaxed durability: commits are not synced to disk before they are
+	// acknowledged (a power loss may lose the last ones; a crash does not).
+	Relaxed bool
+	// MaxPayload caps a task's payload in bytes (default 1 MiB).
+	MaxPayload int64
+	// RetryBackoff is the base of the retry backoff (default 1s).
+	RetryBackoff time.Duration
+	// ReapInterval bounds how late an expired lease is noticed (default 500ms).
+	ReapInterval time.Duration
+	Logger       *slog.Logger
+	Clock        clock.Clock
+}
+
+// Server is a running Rota node.
+type Server struct {
+	cfg   Config
+	store store.Store
+	disp  *dispatch.Dispatcher
+	http  *http.Server
+	ln    net.Listener
+	errc  chan error
+}
+
+// New opens the store and wires the components; Start serves.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:8080"
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = "rota-data"
+	}
+	if cfg.MaxPayload <= 0 {
+		cfg.MaxPayload = 1 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	disp, err := dispatch.New(dispatch.Config{
+		Store: st, Clock: cfg.Clock, Logger: cfg.Logger, IDs: &rota.IDGenerator{},
+		BackoffBase: cfg.RetryBackoff, ReapInterval: cfg.ReapInterval,
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	api, err := httpapi.New(httpapi.Config{
+		Store: st, Dispatcher: disp, Clock: cfg.Clock, Logger: cfg.Logger,
+		MaxPayload: cfg.MaxPayload, Version: Version,
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/api/", api.Handler())
+	s := &Server{
+		cfg:   cfg,
+		store: st,
+		disp:  disp,
+		http: &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		},
+		errc: make(chan error, 1),
+	}
+	return s, nil
+}
+
+func openStore(ctx context.Context, cfg Config) (store.Store, error) {
+	switch {
+	case cfg.Store == "" || cfg.Store == "sqlite":
+		return sqlitestore.New(ctx, sqlitestore.Config{Path: filepath.Join(cfg.DataDir, "rota.db"), Relaxed: cfg.Relaxed})
+	case strings.HasPrefix(cfg.Store, "sqlite:"):
+		return sqlitestore.New(ctx, sqlitestore.Config{Path: strings.TrimPrefix(cfg.Store, "sqlite:"), Relaxed: cfg.Relaxed})
+	}
+	return nil, fmt.Errorf("unknown store %q: use sqlite or sqlite:PATH", cfg.Store)
+}
+
+// Start binds the listen address (failing at once if it is taken), starts
+// the dispatcher and serves in the background.
+func (s *Server) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	if err := s.disp.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	s.ln = ln
+	go func() {
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.errc <- err
+		}
+		close(s.errc)
+	}()
+	s.cfg.Logger.Info("rota server started", "addr", s.Addr(), "store", s.describeStore(), "version", Version)
+	return nil
+}
+
+func (s *Server) describeStore() string {
+	if s.cfg.Store == "" || s.cfg.Store == "sqlite" {
+		return "sqlite:" + filepath.Join(s.cfg.DataDir, "rota.db")
+	}
+	return s.cfg.Store
+}
+
+// Addr is the address the server listens on (after Start).
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Err reports a serve failure; it is closed when serving ends.
+func (s *Server) Err() <-chan error { return s.errc }
+
+// Stop shuts down in order: stop granting leases (waiting claims return
+// empty), finish in-flight requests, stop the background loops, close the
+// store. ctx bounds the wait for in-flight requests.
+func (s *Server) Stop(ctx context.Context) error {
+	s.disp.Stop()
+	err := s.http.Shutdown(ctx)
+	if err != nil {
+		s.http.Close()
+	}
+	return errors.Join(err, s.store.Close())
+}
