@@ -40,3 +40,13 @@ type Kind struct {
 
 // DefaultPriorityFactor is the priority factor of a kind nobody configured.
 const DefaultPriorityFactor = 2
+
+// Node is one rota server process of a cluster.
+type Node struct {
+	ID            string
+	Address       string
+	Version       string
+	StartedAt     time.Time
+	LastHeartbeat time.Time
+	Leader        bool
+}

@@ -122,6 +122,35 @@ type Store interface {
 	// waiting to be claimed (SCHEDULED with RunAt ≤ Now) per kind.
 	Stats(ctx context.Context, now time.Time) (Stats, error)
 
+	// LeaderAttemptElect makes NodeID the leader until Now + TTL if there is
+	// no leader or the leader's lease has passed, or extends the lease if
+	// NodeID already leads. Term is the fencing token: it increases each time
+	// leadership changes hands, so a deposed leader can tell. Exactly one
+	// node can be leader at any instant.
+	LeaderAttemptElect(ctx context.Context, p LeaderElectParams) (LeaderElectResult, error)
+	// LeaderResign gives up leadership if NodeID holds it, so another node
+	// can take over at once.
+	LeaderResign(ctx context.Context, nodeID string) error
+
+	// NodeHeartbeat records a live node (created on first call).
+	NodeHeartbeat(ctx context.Context, p NodeHeartbeatParams) error
+	// NodeList returns the nodes whose last heartbeat is within Liveness of
+	// Now, each with Leader set if it holds an unexpired leader lease.
+	NodeList(ctx context.Context, now time.Time, liveness time.Duration) ([]rota.Node, error)
+	// NodeRemove forgets a node (on graceful shutdown).
+	NodeRemove(ctx context.Context, nodeID string) error
+
+	// SupportsNotify reports whether the store can tell other nodes about
+	// changes (Subscribe). Stores used by one process return false.
+	SupportsNotify() bool
+	// Subscribe calls fn for every change, made by any node, that makes
+	// tasks of a kind claimable now or at a later instant (a submit, a retry
+	// after backoff, an expired lease, a resumed kind, a stopped run) until
+	// ctx ends. Notifications may be coalesced or duplicated, never
+	// reordered into the past; receivers treat them as hints. Only for
+	// stores whose SupportsNotify is true; others return at once.
+	Subscribe(ctx context.Context, fn func(Notification)) error
+
 	// Ping checks the store is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the store's resources.
@@ -297,4 +326,35 @@ func WorkerStatusAt(lastSeen time.Time, lastWait time.Duration, stopRequested bo
 		return rota.WorkerLost
 	}
 	return rota.WorkerActive
+}
+
+// LeaderElectParams asks for leadership.
+type LeaderElectParams struct {
+	NodeID string
+	TTL    time.Duration
+	Now    time.Time
+}
+
+// LeaderElectResult is the outcome of an election attempt.
+type LeaderElectResult struct {
+	Leader    bool      // NodeID leads until ExpiresAt
+	LeaderID  string    // who leads now ("" if nobody)
+	Term      int64     // fencing token of the current leadership
+	ExpiresAt time.Time // end of the current leader's lease
+}
+
+// NodeHeartbeatParams describes a live node.
+type NodeHeartbeatParams struct {
+	NodeID    string
+	Address   string
+	Version   string
+	StartedAt time.Time
+	Now       time.Time
+}
+
+// Notification tells other nodes that tasks of Kind are claimable from
+// RunAt on (zero RunAt: now).
+type Notification struct {
+	Kind  string
+	RunAt time.Time
 }

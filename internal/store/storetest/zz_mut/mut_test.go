@@ -3,8 +3,8 @@ package zzmut
 import (
 	"context"
 	"path/filepath"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"

@@ -1,0 +1,104 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+)
+
+// LeaderAttemptElect implements store.Store.
+func (s *Store) LeaderAttemptElect(ctx context.Context, p store.LeaderElectParams) (store.LeaderElectResult, error) {
+	var res store.LeaderElectResult
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		now := ms(p.Now)
+		exp := now + p.TTL.Milliseconds()
+		var node string
+		var term, until int64
+		err := tx.QueryRowContext(ctx, `SELECT node_id, term, expires_at FROM leader WHERE id = 1`).Scan(&node, &term, &until)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if _, err := tx.ExecContext(ctx, `INSERT INTO leader (id, node_id, term, expires_at) VALUES (1, ?, 1, ?)`, p.NodeID, exp); err != nil {
+				return fmt.Errorf("sqlitestore: elect: %w", err)
+			}
+			node, term, until = p.NodeID, 1, exp
+		case err != nil:
+			return fmt.Errorf("sqlitestore: read leader: %w", err)
+		case node == p.NodeID && until > now:
+			until = exp
+			if _, err := tx.ExecContext(ctx, `UPDATE leader SET expires_at = ? WHERE id = 1`, until); err != nil {
+				return fmt.Errorf("sqlitestore: extend leadership: %w", err)
+			}
+		case until <= now:
+			node, term, until = p.NodeID, term+1, exp
+			if _, err := tx.ExecContext(ctx, `UPDATE leader SET node_id = ?, term = ?, expires_at = ? WHERE id = 1`, node, term, until); err != nil {
+				return fmt.Errorf("sqlitestore: take leadership: %w", err)
+			}
+		}
+		res = store.LeaderElectResult{Leader: node == p.NodeID, LeaderID: node, Term: term, ExpiresAt: tm(until)}
+		return nil
+	})
+	return res, err
+}
+
+// LeaderResign implements store.Store.
+func (s *Store) LeaderResign(ctx context.Context, nodeID string) error {
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE leader SET expires_at = 0 WHERE id = 1 AND node_id = ?`, nodeID)
+		return wrapErr("resign", err)
+	})
+}
+
+// NodeHeartbeat implements store.Store.
+func (s *Store) NodeHeartbeat(ctx context.Context, p store.NodeHeartbeatParams) error {
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO nodes (id, address, version, started_at, last_heartbeat) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET address = excluded.address, version = excluded.version,
+				started_at = excluded.started_at, last_heartbeat = excluded.last_heartbeat`,
+			p.NodeID, p.Address, p.Version, ms(p.StartedAt), ms(p.Now))
+		return wrapErr("node heartbeat", err)
+	})
+}
+
+// NodeList implements store.Store.
+func (s *Store) NodeList(ctx context.Context, now time.Time, liveness time.Duration) ([]rota.Node, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT n.id, n.address, n.version, n.started_at, n.last_heartbeat,
+		COALESCE(l.node_id = n.id AND l.expires_at > ?, 0)
+		FROM nodes n LEFT JOIN leader l ON l.id = 1 WHERE n.last_heartbeat >= ? ORDER BY n.id`,
+		ms(now), ms(now.Add(-liveness)))
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: list nodes: %w", err)
+	}
+	defer rows.Close()
+	var out []rota.Node
+	for rows.Next() {
+		var n rota.Node
+		var started, last int64
+		var leader int
+		if err := rows.Scan(&n.ID, &n.Address, &n.Version, &started, &last, &leader); err != nil {
+			return nil, fmt.Errorf("sqlitestore: scan node: %w", err)
+		}
+		n.StartedAt, n.LastHeartbeat, n.Leader = tm(started), tm(last), leader == 1
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+// NodeRemove implements store.Store.
+func (s *Store) NodeRemove(ctx context.Context, nodeID string) error {
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM nodes WHERE id = ?`, nodeID)
+		return wrapErr("remove node", err)
+	})
+}
+
+// SupportsNotify is false: the embedded store serves one process, whose
+// dispatcher already knows every change.
+func (s *Store) SupportsNotify() bool { return false }
+
+// Subscribe returns at once: see SupportsNotify.
+func (s *Store) Subscribe(ctx context.Context, fn func(store.Notification)) error { return nil }
