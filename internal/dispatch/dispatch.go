@@ -21,6 +21,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rotahq/rota"
@@ -62,6 +63,8 @@ type Dispatcher struct {
 	due     map[string]time.Time // earliest known RunAt of delayed tasks by kind
 	dueKick chan struct{}        // tells the due loop that due changed
 	stopped bool
+
+	leader atomic.Bool // runs the leader-only duties (the reaper)
 
 	quit chan struct{}  // closed by Stop: waiting claims return at once
 	wg   sync.WaitGroup // background loops
@@ -139,8 +142,41 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	d.wg.Add(2)
 	go d.dueLoop()
 	go d.reapLoop()
+	if d.cfg.Store.SupportsNotify() {
+		sctx, cancel := context.WithCancel(context.Background())
+		d.wg.Add(2)
+		go func() {
+			defer d.wg.Done()
+			<-d.quit
+			cancel()
+		}()
+		go func() {
+			defer d.wg.Done()
+			if err := d.cfg.Store.Subscribe(sctx, d.remote); err != nil && sctx.Err() == nil {
+				d.cfg.Logger.Error("dispatch: subscribe to store notifications", "err", err)
+			}
+		}()
+	}
 	return nil
 }
+
+// remoteWake is how many local waiters a notification from the store wakes:
+// a hint that work exists, not a count of it.
+const remoteWake = 4
+
+// remote handles a notification from another node (or this one, echoed by
+// the store): wake some waiters now, or note the due time.
+func (d *Dispatcher) remote(n store.Notification) {
+	if n.RunAt.After(d.cfg.Clock.Now()) {
+		d.noteDue(n.Kind, n.RunAt)
+		return
+	}
+	d.Notify(n.Kind, remoteWake)
+}
+
+// SetLeader tells the dispatcher whether this node runs the leader-only
+// duties (the lease reaper). A single-node server is always leader.
+func (d *Dispatcher) SetLeader(leader bool) { d.leader.Store(leader) }
 
 // Stop makes waiting claims return empty at once and stops the loops. It
 // is idempotent.
@@ -449,7 +485,10 @@ func (d *Dispatcher) reapLoop() {
 	defer d.wg.Done()
 	c := d.cfg.Clock
 	for {
-		sleep := d.ReapOnce(context.Background())
+		sleep := d.cfg.ReapInterval
+		if d.leader.Load() {
+			sleep = d.ReapOnce(context.Background())
+		}
 		t := c.NewTimer(sleep)
 		select {
 		case <-t.C():

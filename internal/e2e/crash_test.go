@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"path/filepath"
+
 	"fmt"
+	"github.com/rotahq/rota/internal/store/sqlitestore"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -141,5 +144,21 @@ func TestServerKill9MidLoad(t *testing.T) {
 	if len(pending) > 0 {
 		t.Fatalf("%d of %d acknowledged tasks did not reach SUCCESS, e.g. %s", len(pending), len(ids), pending[0])
 	}
+	// Kill it once more, idle this time, and check the file's invariants.
+	srv.kill()
+	checkStore(t, dir)
 	t.Logf("%d acknowledged tasks, all SUCCESS after kill -9 and restart", len(ids))
+}
+
+// checkStore opens the embedded store in dir and runs its invariant check.
+func checkStore(t *testing.T, dir string) {
+	t.Helper()
+	st, err := sqlitestore.New(context.Background(), sqlitestore.Config{Path: filepath.Join(dir, "rota.db")})
+	if err != nil {
+		t.Fatalf("reopen store: %v", err)
+	}
+	defer st.Close()
+	if err := st.Check(context.Background()); err != nil {
+		t.Fatalf("store inconsistent after kill -9: %v", err)
+	}
 }

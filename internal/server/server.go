@@ -43,8 +43,17 @@ type Config struct {
 	RetryBackoff time.Duration
 	// ReapInterval bounds how late an expired lease is noticed (default 500ms).
 	ReapInterval time.Duration
-	Logger       *slog.Logger
-	Clock        clock.Clock
+	// NodeID names this node in the cluster (default host-pid-random).
+	NodeID string
+	// Advertise is the address other nodes and the UI show for this node
+	// (default: the listen address).
+	Advertise string
+	// LeaderLease is how long a leader holds its lease without renewing it
+	// (default 5s): a dead leader is replaced within that time plus one
+	// election tick (a third of it).
+	LeaderLease time.Duration
+	Logger      *slog.Logger
+	Clock       clock.Clock
 }
 
 // Server is a running Rota node.
@@ -55,6 +64,11 @@ type Server struct {
 	http  *http.Server
 	ln    net.Listener
 	errc  chan error
+
+	member    *membership
+	started   time.Time
+	stopLoops context.CancelFunc
+	loopsDone chan struct{}
 }
 
 // New opens the store and wires the components; Start serves.
@@ -74,6 +88,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
+	if cfg.NodeID == "" {
+		cfg.NodeID = defaultNodeID()
+	}
+	if cfg.LeaderLease <= 0 {
+		cfg.LeaderLease = 5 * time.Second
+	}
 	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -88,7 +108,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	api, err := httpapi.New(httpapi.Config{
 		Store: st, Dispatcher: disp, Clock: cfg.Clock, Logger: cfg.Logger,
-		MaxPayload: cfg.MaxPayload, Version: Version,
+		MaxPayload: cfg.MaxPayload, Version: Version, NodeID: cfg.NodeID,
 	})
 	if err != nil {
 		st.Close()
@@ -107,6 +127,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		},
 		errc: make(chan error, 1),
 	}
+	s.member = &membership{srv: s, ttl: cfg.LeaderLease, tick: cfg.LeaderLease / 3}
+	s.member.OnLeaderChange(disp.SetLeader)
 	return s, nil
 }
 
@@ -132,6 +154,16 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	s.ln = ln
+	s.started = s.cfg.Clock.Now()
+	// Join the cluster (and, alone, become its leader) before serving, so
+	// that the duties run from the first request on.
+	s.member.once(ctx)
+	lctx, cancel := context.WithCancel(context.Background())
+	s.stopLoops, s.loopsDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.loopsDone)
+		s.member.run(lctx)
+	}()
 	go func() {
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.errc <- err
@@ -149,6 +181,26 @@ func (s *Server) describeStore() string {
 	return s.cfg.Store
 }
 
+// advertise is the address shown to other nodes.
+func (s *Server) advertise() string {
+	if s.cfg.Advertise != "" {
+		return s.cfg.Advertise
+	}
+	if s.ln != nil {
+		return s.ln.Addr().String()
+	}
+	return s.cfg.Listen
+}
+
+// NodeID is this node's id.
+func (s *Server) NodeID() string { return s.cfg.NodeID }
+
+// IsLeader reports whether this node leads the cluster now.
+func (s *Server) IsLeader() bool {
+	l, _ := s.member.IsLeader()
+	return l
+}
+
 // Addr is the address the server listens on (after Start).
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
@@ -159,6 +211,11 @@ func (s *Server) Err() <-chan error { return s.errc }
 // empty), finish in-flight requests, stop the background loops, close the
 // store. ctx bounds the wait for in-flight requests.
 func (s *Server) Stop(ctx context.Context) error {
+	if s.stopLoops != nil {
+		s.stopLoops()
+		<-s.loopsDone
+		s.member.resign(ctx)
+	}
 	s.disp.Stop()
 	err := s.http.Shutdown(ctx)
 	if err != nil {

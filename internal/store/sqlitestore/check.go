@@ -1,0 +1,67 @@
+package sqlitestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Check verifies the invariants that tie the tables together and returns
+// every violation found (nil when the database is consistent):
+//   - a task's running counter equals its RUNNING runs, its successes its
+//     SUCCESS runs;
+//   - a terminal task is marked done and has an end time; an unfinished one
+//     is not done;
+//   - a kind's and a worker's running counters equal their RUNNING runs;
+//   - every run belongs to an existing task;
+//   - SQLite's own integrity check passes.
+//
+// The crash tests run it after kill -9.
+func (s *Store) Check(ctx context.Context) error {
+	checks := []struct {
+		what string
+		q    string
+	}{
+		{"task running counter differs from its RUNNING runs", `SELECT t.id FROM tasks t WHERE t.running <>
+			(SELECT COUNT(*) FROM runs r WHERE r.task_id = t.id AND r.status = 'RUNNING') LIMIT 5`},
+		{"task successes counter differs from its SUCCESS runs", `SELECT t.id FROM tasks t WHERE t.successes <>
+			(SELECT COUNT(*) FROM runs r WHERE r.task_id = t.id AND r.status = 'SUCCESS') LIMIT 5`},
+		{"terminal task not marked done or without end time", `SELECT id FROM tasks WHERE status IN
+			('SUCCESS','FAILED','TIMEOUT','CANCELED','SKIPPED') AND (done = 0 OR end_time = 0) LIMIT 5`},
+		{"unfinished task marked done", `SELECT id FROM tasks WHERE status IN ('SCHEDULED','RUNNING') AND done = 1 LIMIT 5`},
+		{"RUNNING task without running runs", `SELECT id FROM tasks WHERE status = 'RUNNING' AND running = 0 LIMIT 5`},
+		{"kind running counter differs from its RUNNING runs", `SELECT k.name FROM kinds k WHERE k.running <>
+			(SELECT COUNT(*) FROM runs r WHERE r.kind = k.name AND r.status = 'RUNNING') LIMIT 5`},
+		{"worker running counter differs from its RUNNING runs", `SELECT w.id FROM workers w WHERE w.running <>
+			(SELECT COUNT(*) FROM runs r WHERE r.worker_id = w.id AND r.status = 'RUNNING') LIMIT 5`},
+		{"run of a missing task", `SELECT r.id FROM runs r LEFT JOIN tasks t ON t.id = r.task_id WHERE t.id IS NULL LIMIT 5`},
+	}
+	var errs []error
+	for _, c := range checks {
+		rows, err := s.rdb.QueryContext(ctx, c.q)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: check %q: %w", c.what, err)
+		}
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if len(ids) > 0 {
+			errs = append(errs, fmt.Errorf("%s: %v", c.what, ids))
+		}
+	}
+	var res string
+	if err := s.rdb.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&res); err != nil {
+		return fmt.Errorf("sqlitestore: integrity check: %w", err)
+	}
+	if res != "ok" {
+		errs = append(errs, fmt.Errorf("sqlite integrity check: %s", res))
+	}
+	return errors.Join(errs...)
+}
