@@ -26,7 +26,9 @@
 // JAN-DEC, day-of-week 0-7 or SUN-SAT (0 and 7 are Sunday), year 1970-2199.
 // Names are case-insensitive. Each field is a comma-separated list of items:
 // `*`, `v`, `a-b` (a ≤ b), `*/n`, `a-b/n` and `a/n` (from a to the field's
-// maximum), with 1 ≤ n ≤ the size of the field's range. `?` means `*` in
+// maximum; Saturday in day-of-week, so `1/2` is MON,WED,FRI), with 1 ≤ n ≤
+// the size of the field's range (7 for day-of-week). Special letters (L, W,
+// #) are case-insensitive too. `?` means `*` in
 // day-of-month and day-of-week. A 5- or 6-field expression whose last field
 // looks like a year (a number ≥ 1970 or a range of such) is refused with an
 // error that suggests the 7-field form, rather than misread as a weekday.
