@@ -38,7 +38,7 @@ func (s *Store) Check(ctx context.Context) error {
 	}
 	var errs []error
 	for _, c := range checks {
-		rows, err := s.rdb.QueryContext(ctx, c.q)
+		rows, err := s.r.QueryContext(ctx, c.q)
 		if err != nil {
 			return fmt.Errorf("sqlitestore: check %q: %w", c.what, err)
 		}
@@ -57,7 +57,7 @@ func (s *Store) Check(ctx context.Context) error {
 		}
 	}
 	var res string
-	if err := s.rdb.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&res); err != nil {
+	if err := s.r.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&res); err != nil {
 		return fmt.Errorf("sqlitestore: integrity check: %w", err)
 	}
 	if res != "ok" {

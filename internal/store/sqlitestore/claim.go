@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
@@ -15,7 +16,7 @@ import (
 // store.TaskClaimParams.
 func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.TaskClaimResult, error) {
 	var res store.TaskClaimResult
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		res = store.TaskClaimResult{}
 		now := ms(p.Now)
 		drain, err := workerSeen(ctx, tx, p, now)
@@ -48,7 +49,7 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 }
 
 // workerSeen records the claiming worker and reports whether it must drain.
-func workerSeen(ctx context.Context, tx *sql.Tx, p store.TaskClaimParams, now int64) (bool, error) {
+func workerSeen(ctx context.Context, tx *wtx, p store.TaskClaimParams, now int64) (bool, error) {
 	kinds, _ := json.Marshal(p.Kinds)
 	var stop int
 	err := tx.QueryRowContext(ctx, `INSERT INTO workers (id, address, kinds, first_seen, last_seen, last_wait_ms)
@@ -70,7 +71,7 @@ type candidate struct {
 }
 
 // claimKind claims up to max tasks of one kind, in weighted-round order.
-func claimKind(ctx context.Context, tx *sql.Tx, p store.TaskClaimParams, kind string, max int, now int64) ([]rota.ClaimedRun, error) {
+func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind string, max int, now int64) ([]rota.ClaimedRun, error) {
 	var factor, paused, maxRunning, running, pos int
 	err := tx.QueryRowContext(ctx, `SELECT priority_factor, paused, max_running, running, round_pos FROM kinds WHERE name = ?`, kind).
 		Scan(&factor, &paused, &maxRunning, &running, &pos)
@@ -133,19 +134,23 @@ func claimKind(ctx context.Context, tx *sql.Tx, p store.TaskClaimParams, kind st
 
 // levelCandidates returns up to max claimable tasks of one level for a
 // worker: pinned to it first, then unpinned, each oldest first.
-func levelCandidates(ctx context.Context, tx *sql.Tx, worker, kind string, level, max int, now int64) ([]candidate, error) {
+func levelCandidates(ctx context.Context, tx *wtx, worker, kind string, level, max int, now int64) ([]candidate, error) {
 	const notMine = ` AND (workers = 1 OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.worker_id = ? AND r.task_id = tasks.id
 		AND r.status IN ('RUNNING', 'SUCCESS')))`
 	const cols = `SELECT id, payload, level, attempt, timeout_s, hb_timeout_s FROM tasks`
+	// The level is a literal, not a parameter: SQLite re-prepares a
+	// statement whose parameter, compared with an indexed column, changes
+	// value between runs, and the three levels would then alternate.
+	lv := strconv.Itoa(level)
 	queries := []struct {
 		q    string
 		args []any
 	}{
-		{cols + ` WHERE avail = 1 AND kind = ? AND level = ? AND pinned = 1 AND run_at <= ?
+		{cols + ` WHERE avail = 1 AND kind = ? AND level = ` + lv + ` AND pinned = 1 AND run_at <= ?
 			AND EXISTS (SELECT 1 FROM json_each(tasks.worker_ids) WHERE value = ?)` + notMine + ` ORDER BY run_at, id LIMIT ?`,
-			[]any{kind, level, now, worker, worker, max}},
-		{cols + ` WHERE avail = 1 AND kind = ? AND level = ? AND pinned = 0 AND run_at <= ?` + notMine + ` ORDER BY run_at, id LIMIT ?`,
-			[]any{kind, level, now, worker, max}},
+			[]any{kind, now, worker, worker, max}},
+		{cols + ` WHERE avail = 1 AND kind = ? AND level = ` + lv + ` AND pinned = 0 AND run_at <= ?` + notMine + ` ORDER BY run_at, id LIMIT ?`,
+			[]any{kind, now, worker, max}},
 	}
 	var out []candidate
 	for _, q := range queries {

@@ -14,7 +14,7 @@ import (
 // LeaderAttemptElect implements store.Store.
 func (s *Store) LeaderAttemptElect(ctx context.Context, p store.LeaderElectParams) (store.LeaderElectResult, error) {
 	var res store.LeaderElectResult
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		now := ms(p.Now)
 		exp := now + p.TTL.Milliseconds()
 		var node string
@@ -47,7 +47,7 @@ func (s *Store) LeaderAttemptElect(ctx context.Context, p store.LeaderElectParam
 
 // LeaderResign implements store.Store.
 func (s *Store) LeaderResign(ctx context.Context, nodeID string) error {
-	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE leader SET expires_at = 0 WHERE id = 1 AND node_id = ?`, nodeID)
 		return wrapErr("resign", err)
 	})
@@ -55,7 +55,7 @@ func (s *Store) LeaderResign(ctx context.Context, nodeID string) error {
 
 // NodeHeartbeat implements store.Store.
 func (s *Store) NodeHeartbeat(ctx context.Context, p store.NodeHeartbeatParams) error {
-	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO nodes (id, address, version, started_at, last_heartbeat) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET address = excluded.address, version = excluded.version,
 				started_at = excluded.started_at, last_heartbeat = excluded.last_heartbeat`,
@@ -66,7 +66,7 @@ func (s *Store) NodeHeartbeat(ctx context.Context, p store.NodeHeartbeatParams) 
 
 // NodeList implements store.Store.
 func (s *Store) NodeList(ctx context.Context, now time.Time, liveness time.Duration) ([]rota.Node, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT n.id, n.address, n.version, n.started_at, n.last_heartbeat,
+	rows, err := s.r.QueryContext(ctx, `SELECT n.id, n.address, n.version, n.started_at, n.last_heartbeat,
 		COALESCE(l.node_id = n.id AND l.expires_at > ?, 0)
 		FROM nodes n LEFT JOIN leader l ON l.id = 1 WHERE n.last_heartbeat >= ? ORDER BY n.id`,
 		ms(now), ms(now.Add(-liveness)))
@@ -90,7 +90,7 @@ func (s *Store) NodeList(ctx context.Context, now time.Time, liveness time.Durat
 
 // NodeRemove implements store.Store.
 func (s *Store) NodeRemove(ctx context.Context, nodeID string) error {
-	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM nodes WHERE id = ?`, nodeID)
 		return wrapErr("remove node", err)
 	})

@@ -26,7 +26,7 @@ func scanKind(sc scanner) (*rota.Kind, error) {
 
 // KindList implements store.Store.
 func (s *Store) KindList(ctx context.Context) ([]rota.Kind, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+kindCols+` FROM kinds ORDER BY name`)
+	rows, err := s.r.QueryContext(ctx, `SELECT `+kindCols+` FROM kinds ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: list kinds: %w", err)
 	}
@@ -44,7 +44,7 @@ func (s *Store) KindList(ctx context.Context) ([]rota.Kind, error) {
 
 // KindGet implements store.Store.
 func (s *Store) KindGet(ctx context.Context, name string) (*rota.Kind, error) {
-	return getKind(ctx, s.rdb, name)
+	return getKind(ctx, s.r, name)
 }
 
 func getKind(ctx context.Context, q queryer, name string) (*rota.Kind, error) {
@@ -61,7 +61,7 @@ func getKind(ctx context.Context, q queryer, name string) (*rota.Kind, error) {
 // KindUpsert implements store.Store.
 func (s *Store) KindUpsert(ctx context.Context, p store.KindUpsertParams) (*rota.Kind, error) {
 	var out *rota.Kind
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		if err := ensureKind(ctx, tx, p.Name); err != nil {
 			return err
 		}
@@ -97,7 +97,7 @@ func (s *Store) KindUpsert(ctx context.Context, p store.KindUpsertParams) (*rota
 
 // WorkerList implements store.Store.
 func (s *Store) WorkerList(ctx context.Context, now time.Time) ([]rota.Worker, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT id, address, kinds, first_seen, last_seen, last_wait_ms, stop_requested, running
+	rows, err := s.r.QueryContext(ctx, `SELECT id, address, kinds, first_seen, last_seen, last_wait_ms, stop_requested, running
 		FROM workers ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: list workers: %w", err)
@@ -136,7 +136,7 @@ func scanWorker(sc scanner, now time.Time) (*rota.Worker, error) {
 // WorkerStop implements store.Store.
 func (s *Store) WorkerStop(ctx context.Context, id string, now time.Time) (*rota.Worker, error) {
 	var out *rota.Worker
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		row := tx.QueryRowContext(ctx, `UPDATE workers SET stop_requested = 1 WHERE id = ?
 			RETURNING id, address, kinds, first_seen, last_seen, last_wait_ms, stop_requested, running`, id)
 		w, err := scanWorker(row, now)
@@ -169,7 +169,7 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (store.Stats, error) {
 	for _, k := range kinds {
 		get(k.Name).Paused = k.Paused
 	}
-	rows, err := s.rdb.QueryContext(ctx, `SELECT kind, status, COUNT(*) FROM tasks GROUP BY kind, status`)
+	rows, err := s.r.QueryContext(ctx, `SELECT kind, status, COUNT(*) FROM tasks GROUP BY kind, status`)
 	if err != nil {
 		return store.Stats{}, fmt.Errorf("sqlitestore: stats: %w", err)
 	}
@@ -185,7 +185,7 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (store.Stats, error) {
 	rows.Close()
 	for _, k := range order {
 		var v sql.NullInt64
-		if err := s.rdb.QueryRowContext(ctx, `SELECT MIN(run_at) FROM tasks WHERE avail = 1 AND status = 'SCHEDULED'
+		if err := s.r.QueryRowContext(ctx, `SELECT MIN(run_at) FROM tasks WHERE avail = 1 AND status = 'SCHEDULED'
 			AND kind = ? AND run_at <= ?`, k, ms(now)).Scan(&v); err != nil {
 			return store.Stats{}, fmt.Errorf("sqlitestore: oldest waiting: %w", err)
 		}

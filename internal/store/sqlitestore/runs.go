@@ -56,7 +56,7 @@ const (
 // ownedRun loads a run for a report by workerID at now. It returns
 // rota.ErrNotFound, or a lease-lost error, possibly after expiring the run
 // on the spot (then wrapped in keepError so the expiry commits).
-func ownedRun(ctx context.Context, tx *sql.Tx, runID, workerID string, now int64, backoff func(int) time.Duration) (*runRow, error) {
+func ownedRun(ctx context.Context, tx *wtx, runID, workerID string, now int64, backoff func(int) time.Duration) (*runRow, error) {
 	r, err := getRun(ctx, tx, runID)
 	if err != nil {
 		return nil, err
@@ -83,7 +83,7 @@ func ownedRun(ctx context.Context, tx *sql.Tx, runID, workerID string, now int64
 // RunHeartbeat implements store.Store.
 func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (store.RunHeartbeatResult, error) {
 	var res store.RunHeartbeatResult
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		now := ms(p.Now)
 		r, err := ownedRun(ctx, tx, p.RunID, p.WorkerID, now, nil)
 		if err != nil {
@@ -111,7 +111,7 @@ func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (s
 // RunComplete implements store.Store.
 func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*rota.Task, error) {
 	var taskID string
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		now := ms(p.Now)
 		r, err := ownedRun(ctx, tx, p.RunID, p.WorkerID, now, p.Backoff)
 		if err != nil {
@@ -140,7 +140,7 @@ func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*ro
 }
 
 // endRun ends a RUNNING run and releases its place in the counters.
-func endRun(ctx context.Context, tx *sql.Tx, r *runRow, status rota.Status, msg string, now int64) error {
+func endRun(ctx context.Context, tx *wtx, r *runRow, status rota.Status, msg string, now int64) error {
 	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, end_time = ?, expires_at = 0, lease_expires_at = 0, message = ? WHERE id = ?`,
 		string(status), now, msg, r.ID); err != nil {
 		return fmt.Errorf("sqlitestore: end run %s: %w", r.ID, err)
@@ -165,7 +165,7 @@ type settleParams struct {
 
 // settle moves a task after one of its runs (r, already ended) ended with
 // the given outcome.
-func settle(ctx context.Context, tx *sql.Tx, r *runRow, out outcome, p settleParams) error {
+func settle(ctx context.Context, tx *wtx, r *runRow, out outcome, p settleParams) error {
 	t, err := getTask(ctx, tx, r.TaskID)
 	if err != nil {
 		return err
@@ -271,7 +271,7 @@ func wrapErr(what string, err error) error {
 }
 
 // expireRun ends a run whose lease or deadline passed at now as TIMEOUT.
-func expireRun(ctx context.Context, tx *sql.Tx, r *runRow, now int64, backoff func(int) time.Duration) error {
+func expireRun(ctx context.Context, tx *wtx, r *runRow, now int64, backoff func(int) time.Duration) error {
 	out := outLeaseLapsed
 	if !r.Deadline.IsZero() && ms(r.Deadline) <= now {
 		out = outDeadlinePassed
@@ -293,7 +293,7 @@ func (s *Store) RunExpire(ctx context.Context, p store.RunExpireParams) (store.R
 	if limit <= 0 {
 		limit = 1000
 	}
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		res = store.RunExpireResult{}
 		now := ms(p.Now)
 		rows, err := tx.QueryContext(ctx, `SELECT id FROM runs WHERE status = 'RUNNING' AND expires_at <= ? ORDER BY expires_at LIMIT ?`, now, limit)
@@ -333,7 +333,7 @@ func (s *Store) RunExpire(ctx context.Context, p store.RunExpireParams) (store.R
 // RunNextExpiry implements store.Store.
 func (s *Store) RunNextExpiry(ctx context.Context) (time.Time, bool, error) {
 	var v sql.NullInt64
-	if err := s.rdb.QueryRowContext(ctx, `SELECT MIN(expires_at) FROM runs WHERE status = 'RUNNING'`).Scan(&v); err != nil {
+	if err := s.r.QueryRowContext(ctx, `SELECT MIN(expires_at) FROM runs WHERE status = 'RUNNING'`).Scan(&v); err != nil {
 		return time.Time{}, false, fmt.Errorf("sqlitestore: next expiry: %w", err)
 	}
 	if !v.Valid {

@@ -55,6 +55,8 @@ type Store struct {
 	cfg   Config
 	wdb   *sql.DB // exactly one connection: the writer
 	rdb   *sql.DB // read-only pool
+	wc    *stmtCache
+	r     rdbq
 	ops   chan *op
 	quit  chan struct{}
 	done  chan struct{}
@@ -67,7 +69,7 @@ var _ store.Store = (*Store)(nil)
 // transaction; its error rolls back its own savepoint unless it is a
 // keepError, whose changes are committed and whose inner error is returned.
 type op struct {
-	fn   func(ctx context.Context, tx *sql.Tx) error
+	fn   func(ctx context.Context, tx *wtx) error
 	errc chan error
 }
 
@@ -134,6 +136,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		cfg:  cfg,
 		wdb:  wdb,
 		rdb:  rdb,
+		wc:   newStmtCache(wdb),
+		r:    rdbq{newStmtCache(rdb)},
 		ops:  make(chan *op, 4096),
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
@@ -198,7 +202,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 
 // write runs fn in the writer's next group commit and returns once that
 // commit is durable (or failed).
-func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx *wtx) error) error {
 	o := &op{fn: fn, errc: make(chan error, 1)}
 	select {
 	case s.ops <- o:
@@ -242,6 +246,7 @@ func (s *Store) writer() {
 			}
 		}
 		s.commit(ctx, batch)
+		s.wc.prepareWanted(ctx)
 	}
 }
 
@@ -258,6 +263,7 @@ func (s *Store) commit(ctx context.Context, batch []*op) {
 		fail(fmt.Errorf("sqlitestore: begin: %w", err))
 		return
 	}
+	w := &wtx{tx: tx, cache: s.wc}
 	single := len(batch) == 1
 	for i, o := range batch {
 		if !single {
@@ -267,7 +273,7 @@ func (s *Store) commit(ctx context.Context, batch []*op) {
 				return
 			}
 		}
-		err := o.fn(ctx, tx)
+		err := o.fn(ctx, w)
 		var keep keepError
 		switch {
 		case err == nil:
@@ -306,7 +312,7 @@ func (s *Store) commit(ctx context.Context, batch []*op) {
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	var one int
-	if err := s.rdb.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+	if err := s.r.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
 		return fmt.Errorf("sqlitestore: ping: %w", err)
 	}
 	return nil
@@ -319,6 +325,8 @@ func (s *Store) Close() error {
 	s.close.Do(func() {
 		close(s.quit)
 		<-s.done
+		s.wc.close()
+		s.r.cache.close()
 		err = errors.Join(s.rdb.Close(), s.wdb.Close())
 	})
 	return err

@@ -124,7 +124,7 @@ func (s *Store) TaskInsert(ctx context.Context, p store.TaskInsertParams) (store
 // TaskInsertMany implements store.Store.
 func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams) ([]store.TaskInsertResult, error) {
 	out := make([]store.TaskInsertResult, len(ps))
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		for i, p := range ps {
 			r, err := insertTask(ctx, tx, p)
 			if err != nil {
@@ -140,7 +140,7 @@ func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams)
 	return out, nil
 }
 
-func insertTask(ctx context.Context, tx *sql.Tx, p store.TaskInsertParams) (store.TaskInsertResult, error) {
+func insertTask(ctx context.Context, tx *wtx, p store.TaskInsertParams) (store.TaskInsertResult, error) {
 	if p.Key != "" {
 		t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE kind = ? AND key = ? AND done = 0`, p.Kind, p.Key))
 		switch {
@@ -176,7 +176,7 @@ func insertTask(ctx context.Context, tx *sql.Tx, p store.TaskInsertParams) (stor
 	return store.TaskInsertResult{Task: t}, nil
 }
 
-func ensureKind(ctx context.Context, tx *sql.Tx, kind string) error {
+func ensureKind(ctx context.Context, tx *wtx, kind string) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO kinds (name) VALUES (?) ON CONFLICT (name) DO NOTHING`, kind); err != nil {
 		return fmt.Errorf("sqlitestore: create kind %s: %w", kind, err)
 	}
@@ -185,11 +185,11 @@ func ensureKind(ctx context.Context, tx *sql.Tx, kind string) error {
 
 // TaskGet implements store.Store.
 func (s *Store) TaskGet(ctx context.Context, id string) (*rota.Task, error) {
-	t, err := getTask(ctx, s.rdb, id)
+	t, err := getTask(ctx, s.r, id)
 	if err != nil {
 		return nil, err
 	}
-	runs, err := taskRuns(ctx, s.rdb, id)
+	runs, err := taskRuns(ctx, s.r, id)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +258,7 @@ func (s *Store) TaskList(ctx context.Context, p store.TaskListParams) (store.Tas
 	}
 	q += " ORDER BY id DESC LIMIT ?"
 	args = append(args, limit+1)
-	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return store.TaskListResult{}, fmt.Errorf("sqlitestore: list tasks: %w", err)
 	}
@@ -283,7 +283,7 @@ func (s *Store) TaskList(ctx context.Context, p store.TaskListParams) (store.Tas
 
 // TaskUpdate implements store.Store.
 func (s *Store) TaskUpdate(ctx context.Context, p store.TaskUpdateParams) (*rota.Task, error) {
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		t, err := getTask(ctx, tx, p.ID)
 		if err != nil {
 			return err
@@ -334,7 +334,7 @@ func (s *Store) TaskStop(ctx context.Context, p store.TaskStopParams) (*rota.Tas
 	if msg == "" {
 		msg = "stopped"
 	}
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		t, err := getTask(ctx, tx, p.ID)
 		if err != nil {
 			return err
@@ -369,7 +369,7 @@ func (s *Store) TaskNextRunAt(ctx context.Context, kinds []string, now time.Time
 	var best int64
 	for _, k := range kinds {
 		var v sql.NullInt64
-		if err := s.rdb.QueryRowContext(ctx, `SELECT MIN(run_at) FROM tasks WHERE avail = 1 AND kind = ? AND run_at > ?`,
+		if err := s.r.QueryRowContext(ctx, `SELECT MIN(run_at) FROM tasks WHERE avail = 1 AND kind = ? AND run_at > ?`,
 			k, ms(now)).Scan(&v); err != nil {
 			return time.Time{}, false, fmt.Errorf("sqlitestore: next run_at: %w", err)
 		}

@@ -1,0 +1,136 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+)
+
+// stmtCache prepares each distinct query once per pool. SQLite spends a
+// large share of a short statement's time parsing it, so the hot paths
+// (claim, heartbeat, complete) reuse prepared statements.
+type stmtCache struct {
+	db     *sql.DB
+	mu     sync.Mutex // guards m and wanted
+	m      map[string]*sql.Stmt
+	wanted map[string]bool // queries to prepare when the connection is free
+}
+
+func newStmtCache(db *sql.DB) *stmtCache {
+	return &stmtCache{db: db, m: map[string]*sql.Stmt{}}
+}
+
+func (c *stmtCache) get(ctx context.Context, q string) (*sql.Stmt, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.m[q]; ok {
+		return st, nil
+	}
+	st, err := c.db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	c.m[q] = st
+	return st, nil
+}
+
+// lookup returns the prepared statement for q without preparing it; on a
+// miss it remembers q so that prepareWanted prepares it later.
+func (c *stmtCache) lookup(q string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.m[q]; ok {
+		return st
+	}
+	if c.wanted == nil {
+		c.wanted = map[string]bool{}
+	}
+	c.wanted[q] = true
+	return nil
+}
+
+// prepareWanted prepares the queries lookup missed. The writer calls it
+// between transactions, when its only connection is free: preparing inside
+// a transaction would wait for that connection forever.
+func (c *stmtCache) prepareWanted(ctx context.Context) {
+	c.mu.Lock()
+	wanted := c.wanted
+	c.wanted = nil
+	c.mu.Unlock()
+	for q := range wanted {
+		c.get(ctx, q) // an error leaves q unprepared; it runs unprepared
+	}
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.m {
+		st.Close()
+	}
+	c.m = nil
+}
+
+// wtx is the writer's transaction with cached statements.
+type wtx struct {
+	tx    *sql.Tx
+	cache *stmtCache
+}
+
+// stmt returns the transaction's view of q's prepared statement, or nil
+// when q is not prepared yet (it then runs unprepared this once).
+func (w *wtx) stmt(ctx context.Context, q string) *sql.Stmt {
+	st := w.cache.lookup(q)
+	if st == nil {
+		return nil
+	}
+	// The statement was prepared on the writer's only connection, which
+	// this transaction holds: StmtContext reuses it without preparing.
+	return w.tx.StmtContext(ctx, st)
+}
+
+// ExecContext runs q with a cached prepared statement.
+func (w *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if st := w.stmt(ctx, q); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return w.tx.ExecContext(ctx, q, args...)
+}
+
+// QueryContext runs q with a cached prepared statement.
+func (w *wtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st := w.stmt(ctx, q); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return w.tx.QueryContext(ctx, q, args...)
+}
+
+// QueryRowContext runs q with a cached prepared statement.
+func (w *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if st := w.stmt(ctx, q); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return w.tx.QueryRowContext(ctx, q, args...)
+}
+
+// rdbq is the read pool with cached statements.
+type rdbq struct{ cache *stmtCache }
+
+// QueryContext runs q with a cached prepared statement.
+func (r rdbq) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := r.cache.get(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// QueryRowContext runs q with a cached prepared statement.
+func (r rdbq) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	st, err := r.cache.get(ctx, q)
+	if err != nil {
+		return r.cache.db.QueryRowContext(ctx, q, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
