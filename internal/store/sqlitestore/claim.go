@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
@@ -38,11 +39,6 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 			}
 			res.Runs = append(res.Runs, runs...)
 		}
-		if n := len(res.Runs); n > 0 {
-			if _, err := tx.ExecContext(ctx, `UPDATE workers SET running = running + ? WHERE id = ?`, n, p.WorkerID); err != nil {
-				return fmt.Errorf("sqlitestore: count worker runs: %w", err)
-			}
-		}
 		return nil
 	})
 	return res, err
@@ -72,9 +68,9 @@ type candidate struct {
 
 // claimKind claims up to max tasks of one kind, in weighted-round order.
 func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind string, max int, now int64) ([]rota.ClaimedRun, error) {
-	var factor, paused, maxRunning, running, pos int
-	err := tx.QueryRowContext(ctx, `SELECT priority_factor, paused, max_running, running, round_pos FROM kinds WHERE name = ?`, kind).
-		Scan(&factor, &paused, &maxRunning, &running, &pos)
+	var factor, paused, maxRunning, pos int
+	err := tx.QueryRowContext(ctx, `SELECT priority_factor, paused, max_running, round_pos FROM kinds WHERE name = ?`, kind).
+		Scan(&factor, &paused, &maxRunning, &pos)
 	if errors.Is(err, sql.ErrNoRows) || paused == 1 {
 		return nil, nil
 	}
@@ -82,6 +78,10 @@ func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind strin
 		return nil, fmt.Errorf("sqlitestore: load kind %s: %w", kind, err)
 	}
 	if maxRunning > 0 {
+		var running int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM runs WHERE kind = ? AND status = 'RUNNING'`, kind).Scan(&running); err != nil {
+			return nil, fmt.Errorf("sqlitestore: running runs of %s: %w", kind, err)
+		}
 		if room := maxRunning - running; room < max {
 			max = room
 		}
@@ -89,13 +89,9 @@ func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind strin
 			return nil, nil
 		}
 	}
-	var queues [3][]candidate
-	for level := range 3 {
-		q, err := levelCandidates(ctx, tx, p.WorkerID, kind, level, max, now)
-		if err != nil {
-			return nil, err
-		}
-		queues[level] = q
+	queues, err := candidates(ctx, tx, p.WorkerID, kind, max, now)
+	if err != nil {
+		return nil, err
 	}
 	picked, pos := weightedPick(queues, factor, pos, max)
 	if len(picked) == 0 {
@@ -126,55 +122,55 @@ func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind strin
 			TimeoutSeconds: c.timeout, LeaseExpiresAt: tm(lease),
 		})
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE kinds SET round_pos = ?, running = running + ? WHERE name = ?`, pos, len(out), kind); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE kinds SET round_pos = ? WHERE name = ?`, pos, kind); err != nil {
 		return nil, fmt.Errorf("sqlitestore: update kind %s: %w", kind, err)
 	}
 	return out, nil
 }
 
-// levelCandidates returns up to max claimable tasks of one level for a
-// worker: pinned to it first, then unpinned, each oldest first.
-func levelCandidates(ctx context.Context, tx *wtx, worker, kind string, level, max int, now int64) ([]candidate, error) {
-	const notMine = ` AND (workers = 1 OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.worker_id = ? AND r.task_id = tasks.id
-		AND r.status IN ('RUNNING', 'SUCCESS')))`
-	const cols = `SELECT id, payload, level, attempt, timeout_s, hb_timeout_s FROM tasks`
-	// The level is a literal, not a parameter: SQLite re-prepares a
-	// statement whose parameter, compared with an indexed column, changes
-	// value between runs, and the three levels would then alternate.
-	lv := strconv.Itoa(level)
-	queries := []struct {
-		q    string
-		args []any
-	}{
-		{cols + ` WHERE avail = 1 AND kind = ? AND level = ` + lv + ` AND pinned = 1 AND run_at <= ?
-			AND EXISTS (SELECT 1 FROM json_each(tasks.worker_ids) WHERE value = ?)` + notMine + ` ORDER BY run_at, id LIMIT ?`,
-			[]any{kind, now, worker, worker, max}},
-		{cols + ` WHERE avail = 1 AND kind = ? AND level = ` + lv + ` AND pinned = 0 AND run_at <= ?` + notMine + ` ORDER BY run_at, id LIMIT ?`,
-			[]any{kind, now, worker, max}},
+// candidateQuery selects, in one statement, up to max claimable tasks per
+// level for a worker, each level's list ordered pinned-to-the-worker first,
+// then oldest first. One UNION ALL of six index seeks costs far less than
+// six statements. Levels are literals, not parameters: SQLite re-prepares a
+// statement whose parameter compared with an indexed column changes value
+// between runs.
+var candidateQuery = func() string {
+	const notMine = ` AND (workers = 1 OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = tasks.id
+		AND r.worker_id = ?1 AND r.status IN ('RUNNING', 'SUCCESS')))`
+	const cols = `SELECT id, payload, level, attempt, timeout_s, hb_timeout_s, pinned, run_at FROM tasks`
+	var parts []string
+	for level := range 3 {
+		lv := strconv.Itoa(level)
+		parts = append(parts,
+			`SELECT * FROM (`+cols+` WHERE avail = 1 AND kind = ?2 AND level = `+lv+` AND pinned = 1 AND run_at <= ?3
+				AND EXISTS (SELECT 1 FROM json_each(tasks.worker_ids) WHERE value = ?1)`+notMine+` ORDER BY run_at, id LIMIT ?4)`,
+			`SELECT * FROM (`+cols+` WHERE avail = 1 AND kind = ?2 AND level = `+lv+` AND pinned = 0 AND run_at <= ?3`+notMine+` ORDER BY run_at, id LIMIT ?4)`)
 	}
-	var out []candidate
-	for _, q := range queries {
-		if len(out) >= max {
-			break
+	return strings.Join(parts, " UNION ALL ") + ` ORDER BY level, pinned DESC, run_at, id`
+}()
+
+// candidates returns up to max claimable tasks per level (high, mid, low)
+// for a worker: pinned to it first, then unpinned, each oldest first.
+func candidates(ctx context.Context, tx *wtx, worker, kind string, max int, now int64) ([3][]candidate, error) {
+	var queues [3][]candidate
+	rows, err := tx.QueryContext(ctx, candidateQuery, worker, kind, now, max)
+	if err != nil {
+		return queues, fmt.Errorf("sqlitestore: claim candidates: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c candidate
+		var pinned int
+		var runAt int64
+		if err := rows.Scan(&c.id, &c.payload, &c.level, &c.attempt, &c.timeout, &c.hb, &pinned, &runAt); err != nil {
+			return queues, fmt.Errorf("sqlitestore: scan candidate: %w", err)
 		}
-		q.args[len(q.args)-1] = max - len(out)
-		rows, err := tx.QueryContext(ctx, q.q, q.args...)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: claim candidates: %w", err)
-		}
-		for rows.Next() {
-			var c candidate
-			if err := rows.Scan(&c.id, &c.payload, &c.level, &c.attempt, &c.timeout, &c.hb); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("sqlitestore: scan candidate: %w", err)
-			}
-			out = append(out, c)
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
+		// Each level lists up to max pinned and max unpinned tasks.
+		if len(queues[c.level]) < max {
+			queues[c.level] = append(queues[c.level], c)
 		}
 	}
-	return out, nil
+	return queues, rows.Err()
 }
 
 // weightedPick takes up to max items from three FIFO queues (high, mid,

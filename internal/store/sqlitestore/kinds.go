@@ -95,10 +95,12 @@ func (s *Store) KindUpsert(ctx context.Context, p store.KindUpsertParams) (*rota
 	return out, err
 }
 
+const workerCols = `id, address, kinds, first_seen, last_seen, last_wait_ms, stop_requested,
+	(SELECT COUNT(*) FROM runs r WHERE r.worker_id = workers.id AND r.status = 'RUNNING')`
+
 // WorkerList implements store.Store.
 func (s *Store) WorkerList(ctx context.Context, now time.Time) ([]rota.Worker, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, address, kinds, first_seen, last_seen, last_wait_ms, stop_requested, running
-		FROM workers ORDER BY id`)
+	rows, err := s.r.QueryContext(ctx, `SELECT `+workerCols+` FROM workers ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: list workers: %w", err)
 	}
@@ -137,9 +139,14 @@ func scanWorker(sc scanner, now time.Time) (*rota.Worker, error) {
 func (s *Store) WorkerStop(ctx context.Context, id string, now time.Time) (*rota.Worker, error) {
 	var out *rota.Worker
 	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
-		row := tx.QueryRowContext(ctx, `UPDATE workers SET stop_requested = 1 WHERE id = ?
-			RETURNING id, address, kinds, first_seen, last_seen, last_wait_ms, stop_requested, running`, id)
-		w, err := scanWorker(row, now)
+		res, err := tx.ExecContext(ctx, `UPDATE workers SET stop_requested = 1 WHERE id = ?`, id)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: stop worker %s: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return notFound("worker", id)
+		}
+		w, err := scanWorker(tx.QueryRowContext(ctx, `SELECT `+workerCols+` FROM workers WHERE id = ?`, id), now)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("worker", id)
 		}

@@ -139,17 +139,11 @@ func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*ro
 	return s.TaskGet(ctx, taskID)
 }
 
-// endRun ends a RUNNING run and releases its place in the counters.
+// endRun ends a RUNNING run.
 func endRun(ctx context.Context, tx *wtx, r *runRow, status rota.Status, msg string, now int64) error {
 	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, end_time = ?, expires_at = 0, lease_expires_at = 0, message = ? WHERE id = ?`,
 		string(status), now, msg, r.ID); err != nil {
 		return fmt.Errorf("sqlitestore: end run %s: %w", r.ID, err)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE kinds SET running = running - 1 WHERE name = ? AND running > 0`, r.kind); err != nil {
-		return fmt.Errorf("sqlitestore: release kind slot: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE workers SET running = running - 1 WHERE id = ? AND running > 0`, r.WorkerID); err != nil {
-		return fmt.Errorf("sqlitestore: release worker slot: %w", err)
 	}
 	r.Status = status
 	return nil

@@ -57,6 +57,7 @@ type Store struct {
 	rdb   *sql.DB // read-only pool
 	wc    *stmtCache
 	r     rdbq
+	kinds sync.Map // name → struct{}: kinds known to be in the kinds table
 	ops   chan *op
 	quit  chan struct{}
 	done  chan struct{}
@@ -263,7 +264,7 @@ func (s *Store) commit(ctx context.Context, batch []*op) {
 		fail(fmt.Errorf("sqlitestore: begin: %w", err))
 		return
 	}
-	w := &wtx{tx: tx, cache: s.wc}
+	w := &wtx{tx: tx, cache: s.wc, kinds: &s.kinds}
 	single := len(batch) == 1
 	for i, o := range batch {
 		if !single {

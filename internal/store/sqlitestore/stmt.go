@@ -76,6 +76,7 @@ func (c *stmtCache) close() {
 type wtx struct {
 	tx    *sql.Tx
 	cache *stmtCache
+	kinds *sync.Map // kinds known to exist (never deleted), to skip creating them
 }
 
 // stmt returns the transaction's view of q's prepared statement, or nil

@@ -176,9 +176,20 @@ func insertTask(ctx context.Context, tx *wtx, p store.TaskInsertParams) (store.T
 	return store.TaskInsertResult{Task: t}, nil
 }
 
+// ensureKind creates kind with default settings if it does not exist.
+// Kinds are never deleted, so once seen to exist (a no-op insert) a kind is
+// remembered and later inserts skip the statement; a kind created by this
+// transaction is not remembered, as the transaction may still roll back.
 func ensureKind(ctx context.Context, tx *wtx, kind string) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO kinds (name) VALUES (?) ON CONFLICT (name) DO NOTHING`, kind); err != nil {
+	if _, ok := tx.kinds.Load(kind); ok {
+		return nil
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO kinds (name) VALUES (?) ON CONFLICT (name) DO NOTHING`, kind)
+	if err != nil {
 		return fmt.Errorf("sqlitestore: create kind %s: %w", kind, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		tx.kinds.Store(kind, struct{}{})
 	}
 	return nil
 }

@@ -6,8 +6,7 @@ CREATE TABLE kinds (
     max_running       INTEGER NOT NULL DEFAULT 0,
     rate              REAL    NOT NULL DEFAULT 0,
     retention_seconds INTEGER NOT NULL DEFAULT 0,
-    round_pos         INTEGER NOT NULL DEFAULT 0, -- position in the weighted round
-    running           INTEGER NOT NULL DEFAULT 0  -- RUNNING runs of this kind
+    round_pos         INTEGER NOT NULL DEFAULT 0  -- position in the weighted round
 ) WITHOUT ROWID;
 
 CREATE TABLE tasks (
@@ -74,7 +73,10 @@ CREATE TABLE runs (
 
 CREATE INDEX runs_task ON runs (task_id, id);
 CREATE INDEX runs_expiry ON runs (expires_at) WHERE status = 'RUNNING';
-CREATE INDEX runs_worker_running ON runs (worker_id, task_id) WHERE status IN ('RUNNING', 'SUCCESS');
+-- Running runs per worker and per kind (counts for the worker list and the
+-- max_running cap), kept small by the partial predicate.
+CREATE INDEX runs_worker_active ON runs (worker_id) WHERE status = 'RUNNING';
+CREATE INDEX runs_kind_active ON runs (kind) WHERE status = 'RUNNING';
 
 CREATE TABLE workers (
     id             TEXT PRIMARY KEY,
@@ -83,6 +85,5 @@ CREATE TABLE workers (
     first_seen     INTEGER NOT NULL,
     last_seen      INTEGER NOT NULL,
     last_wait_ms   INTEGER NOT NULL DEFAULT 0,
-    stop_requested INTEGER NOT NULL DEFAULT 0,
-    running        INTEGER NOT NULL DEFAULT 0
+    stop_requested INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
