@@ -330,6 +330,7 @@ func (d *Dispatcher) Complete(ctx context.Context, p store.RunCompleteParams) (*
 	p.Backoff = d.Backoff
 	t, err := d.cfg.Store.RunComplete(ctx, p)
 	if err != nil {
+		d.afterExpiry(err)
 		return nil, err
 	}
 	d.afterChange(t)
@@ -338,10 +339,23 @@ func (d *Dispatcher) Complete(ctx context.Context, p store.RunCompleteParams) (*
 
 // Heartbeat renews a run's lease.
 func (d *Dispatcher) Heartbeat(ctx context.Context, runID, workerID string) (store.RunHeartbeatResult, error) {
-	return d.cfg.Store.RunHeartbeat(ctx, store.RunHeartbeatParams{RunID: runID, WorkerID: workerID, Now: d.cfg.Clock.Now()})
+	res, err := d.cfg.Store.RunHeartbeat(ctx, store.RunHeartbeatParams{RunID: runID, WorkerID: workerID, Now: d.cfg.Clock.Now()})
+	d.afterExpiry(err)
+	return res, err
 }
 
-// Stop stops a task.
+// afterExpiry wakes the workers of a run that a late heartbeat or report
+// expired on the spot: its task may be claimable again, and the reaper will
+// not see it.
+func (d *Dispatcher) afterExpiry(err error) {
+	var ee *store.ExpiredError
+	if errors.As(err, &ee) {
+		d.Notify(ee.Kind, -1)
+		d.refreshDue(context.Background(), ee.Kind)
+	}
+}
+
+// StopTask stops a task.
 func (d *Dispatcher) StopTask(ctx context.Context, id, message string) (*rota.Task, error) {
 	return d.cfg.Store.TaskStop(ctx, store.TaskStopParams{ID: id, Message: message, Now: d.cfg.Clock.Now()})
 }

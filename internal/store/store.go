@@ -358,3 +358,15 @@ type Notification struct {
 	Kind  string
 	RunAt time.Time
 }
+
+// ExpiredError is the error of RunHeartbeat and RunComplete when they found
+// the run's lease or deadline passed and expired it on the spot. It wraps a
+// lease-lost error (errors.Is(err, rota.ErrLeaseLost) holds) and names the
+// kind of the run, whose task may now be claimable again.
+type ExpiredError struct {
+	Kind string
+	Err  error
+}
+
+func (e *ExpiredError) Error() string { return e.Err.Error() }
+func (e *ExpiredError) Unwrap() error { return e.Err }

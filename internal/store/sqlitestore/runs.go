@@ -75,7 +75,7 @@ func ownedRun(ctx context.Context, tx *wtx, runID, workerID string, now int64, b
 		if r.Deadline.UnixMilli() <= now && !r.Deadline.IsZero() {
 			why = "its timeout passed"
 		}
-		return nil, keepError{leaseLost(runID, why)}
+		return nil, keepError{&store.ExpiredError{Kind: r.kind, Err: leaseLost(runID, why)}}
 	}
 	return r, nil
 }
