@@ -108,13 +108,15 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Jitter == nil {
 		cfg.Jitter = rand.Float64
 	}
-	return &Dispatcher{
+	d := &Dispatcher{
 		cfg:     cfg,
 		waiters: map[string][]*waiter{},
 		due:     map[string]time.Time{},
 		dueKick: make(chan struct{}, 1),
 		quit:    make(chan struct{}),
-	}, nil
+	}
+	d.leader.Store(true) // alone, a dispatcher runs every duty
+	return d, nil
 }
 
 // Backoff is the delay before the retry that follows the nth failed run.
@@ -175,7 +177,8 @@ func (d *Dispatcher) remote(n store.Notification) {
 }
 
 // SetLeader tells the dispatcher whether this node runs the leader-only
-// duties (the lease reaper). A single-node server is always leader.
+// duties (the lease reaper). A new dispatcher is leader: a cluster member
+// sets it to false until it wins the election.
 func (d *Dispatcher) SetLeader(leader bool) { d.leader.Store(leader) }
 
 // Stop makes waiting claims return empty at once and stops the loops. It

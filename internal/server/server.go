@@ -128,6 +128,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		errc: make(chan error, 1),
 	}
 	s.member = &membership{srv: s, ttl: cfg.LeaderLease, tick: cfg.LeaderLease / 3}
+	// Followers until elected: the first election round runs in Start.
+	disp.SetLeader(false)
 	s.member.OnLeaderChange(disp.SetLeader)
 	return s, nil
 }

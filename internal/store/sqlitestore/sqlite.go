@@ -81,8 +81,9 @@ type keepError struct{ err error }
 func (k keepError) Error() string { return k.err.Error() }
 func (k keepError) Unwrap() error { return k.err }
 
-// ErrClosed is returned by operations on a closed store.
-var ErrClosed = errors.New("sqlitestore: store is closed")
+// ErrClosed is returned by operations on a closed store; it is a
+// rota.CodeUnavailable error (HTTP 503).
+var ErrClosed = rota.Errorf(rota.CodeUnavailable, "the store is closed")
 
 // New opens (creating if needed) the database at cfg.Path, migrates it
 // forward, and starts the writer. A database written by a newer Rota (a

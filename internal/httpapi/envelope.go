@@ -1,0 +1,92 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/rotahq/rota"
+)
+
+// envelope is the shape of every response body.
+type envelope struct {
+	Code    int    `json:"code"`    // 0 on success, else rota.Code.Number()
+	Message string `json:"message"` // "ok" on success, else what is wrong
+	Data    any    `json:"data"`    // the result; {"field": path} for bad input; else null
+}
+
+// fieldData is the data of an error about one input field.
+type fieldData struct {
+	Field string `json:"field"`
+}
+
+// internalMessage is all a client learns of a fault of the server.
+const internalMessage = "internal error: the server could not complete the request (details are in its log)"
+
+// writeData answers 200 with data in a success envelope.
+func (a *API) writeData(w http.ResponseWriter, r *http.Request, data any) {
+	a.writeEnvelope(w, r, http.StatusOK, envelope{Code: 0, Message: "ok", Data: data})
+}
+
+// writeError is the one place that maps an error to an HTTP status and an
+// envelope. A *rota.Error in err's chain gives the code, the message and
+// the field; an *http.MaxBytesError is a too-large body; anything else is a
+// fault of the server: 500 with a generic message, the details logged.
+func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := rota.ErrorCode(err)
+	var msg, field string
+	var re *rota.Error
+	if errors.As(err, &re) {
+		msg, field = re.Message, re.Field
+	}
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		code, msg, field = rota.CodeTooLarge, tooLargeBody(mbe.Limit).Message, ""
+	case code.HTTPStatus() >= 500 && code != rota.CodeUnavailable:
+		if ctxErr := r.Context().Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			// The client went away (or its deadline passed) while the
+			// store worked: not a fault, and nobody reads the answer.
+			a.log.LogAttrs(r.Context(), slog.LevelDebug, "httpapi: request canceled",
+				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+			code, msg, field = rota.CodeUnavailable, "the request was canceled", ""
+			break
+		}
+		a.log.LogAttrs(context.WithoutCancel(r.Context()), slog.LevelError, "httpapi: internal error",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+		code, msg, field = rota.CodeInternal, internalMessage, ""
+	}
+	if msg == "" {
+		msg = string(code)
+	}
+	env := envelope{Code: code.Number(), Message: msg}
+	if field != "" {
+		env.Data = fieldData{Field: field}
+	}
+	a.writeEnvelope(w, r, code.HTTPStatus(), env)
+}
+
+// writeEnvelope encodes env and writes it with status. The body is encoded
+// before anything is written so that an encoding failure can still become
+// a 500.
+func (a *API) writeEnvelope(w http.ResponseWriter, r *http.Request, status int, env envelope) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(env); err != nil {
+		a.log.LogAttrs(r.Context(), slog.LevelError, "httpapi: encode response",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+		status = http.StatusInternalServerError
+		buf.Reset()
+		_ = json.NewEncoder(&buf).Encode(envelope{Code: rota.CodeInternal.Number(), Message: internalMessage})
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}

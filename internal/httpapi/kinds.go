@@ -1,0 +1,139 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/rotahq/rota/internal/store"
+)
+
+// mountKinds registers the kind routes.
+func (a *API) mountKinds(mux *http.ServeMux) {
+	mount(a, mux, "GET /api/kinds", bodyNone, a.kindList)
+	mount(a, mux, "GET /api/kinds/{kind}", bodyNone, a.kindGet)
+	mount(a, mux, "PUT /api/kinds/{kind}", bodyRequired, a.kindPut)
+	mount(a, mux, "POST /api/kinds/{kind}/pause", bodyOptional, a.kindPause)
+	mount(a, mux, "POST /api/kinds/{kind}/resume", bodyOptional, a.kindResume)
+}
+
+// noRequest is the request of routes that take nothing (a body, if any,
+// must be {}).
+type noRequest struct{}
+
+// kindsResponse is the data of GET /api/kinds.
+type kindsResponse struct {
+	Kinds []*kindJSON `json:"kinds"`
+}
+
+// kindList returns every known kind by name.
+//
+// GET /api/kinds
+func (a *API) kindList(ctx context.Context, _ *noRequest) (*kindsResponse, error) {
+	kinds, err := a.store.KindList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list kinds: %w", err)
+	}
+	out := &kindsResponse{Kinds: make([]*kindJSON, 0, len(kinds))}
+	for i := range kinds {
+		out.Kinds = append(out.Kinds, toKindJSON(&kinds[i]))
+	}
+	return out, nil
+}
+
+// kindRequest names a kind in the path.
+type kindRequest struct {
+	kind string
+}
+
+func (k *kindRequest) readRequest(r *http.Request) error {
+	k.kind = r.PathValue("kind")
+	return checkKind("kind", k.kind)
+}
+
+// kindGet returns one kind's settings.
+//
+// GET /api/kinds/{kind}
+func (a *API) kindGet(ctx context.Context, req *kindRequest) (*kindJSON, error) {
+	k, err := a.store.KindGet(ctx, req.kind)
+	if err != nil {
+		return nil, fmt.Errorf("get kind: %w", err)
+	}
+	return toKindJSON(k), nil
+}
+
+// kindPutRequest is the body of PUT /api/kinds/{kind}: absent (or null)
+// fields keep their value (the defaults for a new kind).
+type kindPutRequest struct {
+	kindRequest
+	PriorityFactor   *int     `json:"priority_factor"`
+	Paused           *bool    `json:"paused"`
+	MaxRunning       *int     `json:"max_running"`
+	Rate             *float64 `json:"rate"`
+	RetentionSeconds *int     `json:"retention_seconds"`
+}
+
+func (k *kindPutRequest) validate(*API) error {
+	if k.PriorityFactor != nil {
+		if err := checkRange("priority_factor", *k.PriorityFactor, 1, maxPriorityFactor); err != nil {
+			return err
+		}
+	}
+	if k.MaxRunning != nil {
+		if err := checkRange("max_running", *k.MaxRunning, 0, maxKindMaxRunning); err != nil {
+			return err
+		}
+	}
+	if k.Rate != nil {
+		if err := checkRange("rate", *k.Rate, 0, maxKindRate); err != nil {
+			return err
+		}
+	}
+	if k.RetentionSeconds != nil {
+		if err := checkRange("retention_seconds", *k.RetentionSeconds, 0, maxRetentionSeconds); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// kindPut creates a kind or changes some of its settings.
+//
+// PUT /api/kinds/{kind}
+func (a *API) kindPut(ctx context.Context, req *kindPutRequest) (*kindJSON, error) {
+	k, err := a.disp.KindUpsert(ctx, store.KindUpsertParams{
+		Name:             req.kind,
+		PriorityFactor:   req.PriorityFactor,
+		Paused:           req.Paused,
+		MaxRunning:       req.MaxRunning,
+		Rate:             req.Rate,
+		RetentionSeconds: req.RetentionSeconds,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("put kind: %w", err)
+	}
+	return toKindJSON(k), nil
+}
+
+// kindPause stops handing out tasks of a kind (creating the kind if
+// needed); its tasks are still accepted.
+//
+// POST /api/kinds/{kind}/pause
+func (a *API) kindPause(ctx context.Context, req *kindRequest) (*kindJSON, error) {
+	return a.setPaused(ctx, req.kind, true)
+}
+
+// kindResume hands out tasks of a paused kind again and wakes its workers.
+//
+// POST /api/kinds/{kind}/resume
+func (a *API) kindResume(ctx context.Context, req *kindRequest) (*kindJSON, error) {
+	return a.setPaused(ctx, req.kind, false)
+}
+
+func (a *API) setPaused(ctx context.Context, kind string, paused bool) (*kindJSON, error) {
+	k, err := a.disp.KindUpsert(ctx, store.KindUpsertParams{Name: kind, Paused: &paused})
+	if err != nil {
+		return nil, fmt.Errorf("pause kind: %w", err)
+	}
+	return toKindJSON(k), nil
+}

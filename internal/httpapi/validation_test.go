@@ -1,0 +1,295 @@
+package httpapi
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rotahq/rota"
+)
+
+// TestBadRequests sends requests that must fail and checks the HTTP status,
+// the envelope code and that the message and data.field name the field.
+func TestBadRequests(t *testing.T) {
+	t.Parallel()
+	const maxPayload = 1024
+	e := setup(t, func(o *setupOptions) { o.maxPayload = maxPayload })
+
+	// Fixtures: a finished task and a running run (held by "w1").
+	finished := e.submit(map[string]any{"kind": "fix-done", "task": 1})
+	c := e.claimOne("w0", "fix-done", 0)
+	e.succeed(c.RunID, "w0")
+	e.submit(map[string]any{"kind": "fix-run", "task": 1, "heartbeat_timeout_seconds": 3600})
+	running := e.claimOne("w1", "fix-run", 0)
+	unknownID := strings.Repeat("0", 31) + "1"
+	fill := strings.NewReplacer("{finished}", finished, "{run}", running.RunID, "{unknown}", unknownID).Replace
+
+	big := `"` + strings.Repeat("x", maxPayload) + `"` // maxPayload+2 bytes of JSON
+	huge := strings.Repeat(" ", maxPayload+bodySlack+1) + "{}"
+	manyTasks := `{"tasks":[` + strings.Repeat(`{"kind":"k","task":1},`, maxBatch) + `{"kind":"k","task":1}]}`
+	long := func(n int) string { return strings.Repeat("a", n) }
+
+	cases := []struct {
+		name        string
+		method      string
+		path        string
+		body        string
+		contentType string // default application/json
+		code        rota.Code
+		field       string // the field data.field and the message must name
+	}{
+		// Body syntax.
+		{"malformed JSON", "POST", "/api/tasks", `{"kind":`, "", rota.CodeMalformed, ""},
+		{"unquoted key", "POST", "/api/tasks", `{kind:"email"}`, "", rota.CodeMalformed, ""},
+		{"empty body", "POST", "/api/tasks", ``, "", rota.CodeMalformed, ""},
+		{"blank body", "POST", "/api/tasks", "  \n ", "", rota.CodeMalformed, ""},
+		{"trailing data", "POST", "/api/tasks", `{"kind":"a","task":1} x`, "", rota.CodeMalformed, ""},
+		{"two objects", "POST", "/api/tasks", `{"kind":"a","task":1}{"kind":"a","task":1}`, "", rota.CodeMalformed, ""},
+		{"body is an array", "POST", "/api/tasks", `[{"kind":"a","task":1}]`, "", rota.CodeMalformed, ""},
+		{"body is null", "POST", "/api/tasks", `null`, "", rota.CodeMalformed, ""},
+		{"malformed with form content type", "POST", "/api/tasks", `kind=email`, "application/x-www-form-urlencoded", rota.CodeMalformed, ""},
+		{"field twice", "POST", "/api/tasks", `{"kind":"a","kind":"b","task":1}`, "", rota.CodeMalformed, "kind"},
+		// Types.
+		{"kind is a number", "POST", "/api/tasks", `{"kind":5,"task":1}`, "", rota.CodeInvalid, "kind"},
+		{"priority is a number", "POST", "/api/tasks", `{"kind":"a","priority":1,"task":1}`, "", rota.CodeInvalid, "priority"},
+		{"max_retries is a string", "POST", "/api/tasks", `{"kind":"a","task":1,"max_retries":"3"}`, "", rota.CodeInvalid, "max_retries"},
+		{"max_retries is fractional", "POST", "/api/tasks", `{"kind":"a","task":1,"max_retries":1.5}`, "", rota.CodeInvalid, "max_retries"},
+		{"run_at overflows", "POST", "/api/tasks", `{"kind":"a","task":1,"run_at":1e300}`, "", rota.CodeInvalid, "run_at"},
+		{"worker_ids is a string", "POST", "/api/tasks", `{"kind":"a","task":1,"worker_ids":"w1"}`, "", rota.CodeInvalid, "worker_ids"},
+		{"worker_ids has a number", "POST", "/api/tasks", `{"kind":"a","task":1,"worker_ids":["w1",2]}`, "", rota.CodeInvalid, "worker_ids"},
+		// Unknown fields.
+		{"unknown field", "POST", "/api/tasks", `{"kind":"a","task":1,"color":"red"}`, "", rota.CodeUnknownField, "color"},
+		{"field in another case", "POST", "/api/tasks", `{"Kind":"a","task":1}`, "", rota.CodeUnknownField, "Kind"},
+		// Values.
+		{"kind missing", "POST", "/api/tasks", `{"task":1}`, "", rota.CodeInvalid, "kind"},
+		{"kind with spaces", "POST", "/api/tasks", `{"kind":"send email","task":1}`, "", rota.CodeInvalid, "kind"},
+		{"kind of 129 chars", "POST", "/api/tasks", `{"kind":"` + long(129) + `","task":1}`, "", rota.CodeInvalid, "kind"},
+		{"priority urgent", "POST", "/api/tasks", `{"kind":"a","priority":"urgent","task":1}`, "", rota.CodeInvalid, "priority"},
+		{"priority in capitals", "POST", "/api/tasks", `{"kind":"a","priority":"HIGH","task":1}`, "", rota.CodeInvalid, "priority"},
+		{"task null", "POST", "/api/tasks", `{"kind":"a","task":null}`, "", rota.CodeInvalid, "task"},
+		{"task missing", "POST", "/api/tasks", `{"kind":"a"}`, "", rota.CodeInvalid, "task"},
+		{"task over MaxPayload", "POST", "/api/tasks", `{"kind":"a","task":` + big + `}`, "", rota.CodeTooLarge, "task"},
+		{"body over its limit", "POST", "/api/tasks", huge, "", rota.CodeTooLarge, ""},
+		{"key empty", "POST", "/api/tasks", `{"kind":"a","task":1,"key":""}`, "", rota.CodeInvalid, "key"},
+		{"key of 257 chars", "POST", "/api/tasks", `{"kind":"a","task":1,"key":"` + long(257) + `"}`, "", rota.CodeInvalid, "key"},
+		{"run_at and delay_seconds", "POST", "/api/tasks", `{"kind":"a","task":1,"run_at":1,"delay_seconds":1}`, "", rota.CodeInvalid, "delay_seconds"},
+		{"negative delay", "POST", "/api/tasks", `{"kind":"a","task":1,"delay_seconds":-1}`, "", rota.CodeInvalid, "delay_seconds"},
+		{"negative run_at", "POST", "/api/tasks", `{"kind":"a","task":1,"run_at":-5}`, "", rota.CodeInvalid, "run_at"},
+		{"negative max_retries", "POST", "/api/tasks", `{"kind":"a","task":1,"max_retries":-1}`, "", rota.CodeInvalid, "max_retries"},
+		{"max_retries over cap", "POST", "/api/tasks", `{"kind":"a","task":1,"max_retries":1001}`, "", rota.CodeInvalid, "max_retries"},
+		{"negative timeout", "POST", "/api/tasks", `{"kind":"a","task":1,"timeout_seconds":-5}`, "", rota.CodeInvalid, "timeout_seconds"},
+		{"heartbeat 0", "POST", "/api/tasks", `{"kind":"a","task":1,"heartbeat_timeout_seconds":0}`, "", rota.CodeInvalid, "heartbeat_timeout_seconds"},
+		{"heartbeat 3601", "POST", "/api/tasks", `{"kind":"a","task":1,"heartbeat_timeout_seconds":3601}`, "", rota.CodeInvalid, "heartbeat_timeout_seconds"},
+		{"workers 0", "POST", "/api/tasks", `{"kind":"a","task":1,"workers":0}`, "", rota.CodeInvalid, "workers"},
+		{"workers 1001", "POST", "/api/tasks", `{"kind":"a","task":1,"workers":1001}`, "", rota.CodeInvalid, "workers"},
+		{"workers over worker_ids", "POST", "/api/tasks", `{"kind":"a","task":1,"workers":3,"worker_ids":["w1","w2"]}`, "", rota.CodeInvalid, "workers"},
+		{"empty worker id", "POST", "/api/tasks", `{"kind":"a","task":1,"worker_ids":["w1",""]}`, "", rota.CodeInvalid, "worker_ids[1]"},
+		// Batch.
+		{"batch without tasks", "POST", "/api/tasks/batch", `{"tasks":[]}`, "", rota.CodeInvalid, "tasks"},
+		{"batch tasks missing", "POST", "/api/tasks/batch", `{}`, "", rota.CodeInvalid, "tasks"},
+		{"batch of 1001", "POST", "/api/tasks/batch", manyTasks, "", rota.CodeInvalid, "tasks"},
+		{"batch item bad kind", "POST", "/api/tasks/batch", `{"tasks":[{"kind":"ok","task":1},{"kind":"ok","task":1},{"kind":"ok","task":1},{"kind":"no way","task":1}]}`, "", rota.CodeInvalid, "tasks[3].kind"},
+		{"batch item kind type", "POST", "/api/tasks/batch", `{"tasks":[{"kind":7,"task":1}]}`, "", rota.CodeInvalid, "tasks[0].kind"},
+		{"batch item unknown field", "POST", "/api/tasks/batch", `{"tasks":[{"kind":"ok","task":1,"nope":1}]}`, "", rota.CodeUnknownField, "tasks[0].nope"},
+		{"batch item null", "POST", "/api/tasks/batch", `{"tasks":[null]}`, "", rota.CodeInvalid, "tasks[0]"},
+		{"batch item payload too large", "POST", "/api/tasks/batch", `{"tasks":[{"kind":"ok","task":` + big + `}]}`, "", rota.CodeTooLarge, "tasks[0].task"},
+		{"batch tasks not an array", "POST", "/api/tasks/batch", `{"tasks":{}}`, "", rota.CodeInvalid, "tasks"},
+		// Task ids and listing.
+		{"bad task id", "GET", "/api/tasks/xyz", "", "", rota.CodeInvalid, "id"},
+		{"task id in capitals", "GET", "/api/tasks/" + strings.ToUpper(unknownID[:30]) + "AB", "", "", rota.CodeInvalid, "id"},
+		{"unknown task", "GET", "/api/tasks/{unknown}", "", "", rota.CodeNotFound, ""},
+		{"limit 0", "GET", "/api/tasks?limit=0", "", "", rota.CodeInvalid, "limit"},
+		{"limit 1001", "GET", "/api/tasks?limit=1001", "", "", rota.CodeInvalid, "limit"},
+		{"limit not a number", "GET", "/api/tasks?limit=ten", "", "", rota.CodeInvalid, "limit"},
+		{"bad status filter", "GET", "/api/tasks?status=DONE", "", "", rota.CodeInvalid, "status"},
+		{"bad cursor", "GET", "/api/tasks?cursor=abc", "", "", rota.CodeInvalid, "cursor"},
+		{"bad kind filter", "GET", "/api/tasks?kind=a%20b", "", "", rota.CodeInvalid, "kind"},
+		{"unknown query parameter", "GET", "/api/tasks?page=2", "", "", rota.CodeUnknownField, "page"},
+		{"limit given twice", "GET", "/api/tasks?limit=1&limit=2", "", "", rota.CodeInvalid, "limit"},
+		// Task actions.
+		{"run_again unknown", "POST", "/api/tasks/run_again/{unknown}", "", "", rota.CodeNotFound, ""},
+		{"run_again bad id", "POST", "/api/tasks/run_again/nope", "", "", rota.CodeInvalid, "id"},
+		{"stop finished task", "POST", "/api/tasks/stop/{finished}", "", "", rota.CodeConflict, ""},
+		{"stop unknown task", "POST", "/api/tasks/stop/{unknown}", "", "", rota.CodeNotFound, ""},
+		{"stop with unknown field", "POST", "/api/tasks/stop/{finished}", `{"reason":"x"}`, "", rota.CodeUnknownField, "reason"},
+		{"patch finished task", "PATCH", "/api/tasks/{finished}", `{"priority":"high"}`, "", rota.CodeConflict, ""},
+		{"patch unknown task", "PATCH", "/api/tasks/{unknown}", `{"priority":"high"}`, "", rota.CodeNotFound, ""},
+		{"patch kind", "PATCH", "/api/tasks/{finished}", `{"kind":"other"}`, "", rota.CodeUnknownField, "kind"},
+		{"patch priority urgent", "PATCH", "/api/tasks/{finished}", `{"priority":"urgent"}`, "", rota.CodeInvalid, "priority"},
+		{"patch heartbeat 0", "PATCH", "/api/tasks/{finished}", `{"heartbeat_timeout_seconds":0}`, "", rota.CodeInvalid, "heartbeat_timeout_seconds"},
+		{"patch empty worker id", "PATCH", "/api/tasks/{finished}", `{"worker_ids":[""]}`, "", rota.CodeInvalid, "worker_ids[0]"},
+		// Worker protocol.
+		{"claim without worker_id", "POST", "/api/workers/claim", `{"kinds":["a"]}`, "", rota.CodeInvalid, "worker_id"},
+		{"claim worker_id too long", "POST", "/api/workers/claim", `{"worker_id":"` + long(257) + `","kinds":["a"]}`, "", rota.CodeInvalid, "worker_id"},
+		{"claim without kinds", "POST", "/api/workers/claim", `{"worker_id":"w"}`, "", rota.CodeInvalid, "kinds"},
+		{"claim bad kind", "POST", "/api/workers/claim", `{"worker_id":"w","kinds":["a","b c"]}`, "", rota.CodeInvalid, "kinds[1]"},
+		{"claim wait 61", "POST", "/api/workers/claim", `{"worker_id":"w","kinds":["a"],"wait_seconds":61}`, "", rota.CodeInvalid, "wait_seconds"},
+		{"claim max 0", "POST", "/api/workers/claim", `{"worker_id":"w","kinds":["a"],"max":0}`, "", rota.CodeInvalid, "max"},
+		{"claim max 1001", "POST", "/api/workers/claim", `{"worker_id":"w","kinds":["a"],"max":1001}`, "", rota.CodeInvalid, "max"},
+		{"claim unknown field", "POST", "/api/workers/claim", `{"worker_id":"w","kinds":["a"],"ttl":3}`, "", rota.CodeUnknownField, "ttl"},
+		{"heartbeat unknown run", "POST", "/api/runs/{unknown}/heartbeat", `{"worker_id":"w1"}`, "", rota.CodeNotFound, ""},
+		{"heartbeat bad run id", "POST", "/api/runs/zzz/heartbeat", `{"worker_id":"w1"}`, "", rota.CodeInvalid, "run_id"},
+		{"heartbeat without worker_id", "POST", "/api/runs/{run}/heartbeat", `{}`, "", rota.CodeInvalid, "worker_id"},
+		{"heartbeat by another worker", "POST", "/api/runs/{run}/heartbeat", `{"worker_id":"w2"}`, "", rota.CodeLeaseLost, ""},
+		{"succeed by another worker", "POST", "/api/runs/{run}/succeed", `{"worker_id":"w2"}`, "", rota.CodeLeaseLost, ""},
+		{"succeed result too large", "POST", "/api/runs/{run}/succeed", `{"worker_id":"w1","result":` + big + `}`, "", rota.CodeTooLarge, "result"},
+		{"fail unknown run", "POST", "/api/runs/{unknown}/fail", `{"worker_id":"w1"}`, "", rota.CodeNotFound, ""},
+		{"fail retry not a bool", "POST", "/api/runs/{run}/fail", `{"worker_id":"w1","retry":"no"}`, "", rota.CodeInvalid, "retry"},
+		{"stop unknown worker", "POST", "/api/workers/nobody/stop", "", "", rota.CodeNotFound, ""},
+		// Kinds.
+		{"unknown kind", "GET", "/api/kinds/never-seen", "", "", rota.CodeNotFound, ""},
+		{"bad kind in path", "GET", "/api/kinds/a%20b", "", "", rota.CodeInvalid, "kind"},
+		{"priority_factor 0", "PUT", "/api/kinds/k1", `{"priority_factor":0}`, "", rota.CodeInvalid, "priority_factor"},
+		{"priority_factor 101", "PUT", "/api/kinds/k1", `{"priority_factor":101}`, "", rota.CodeInvalid, "priority_factor"},
+		{"negative rate", "PUT", "/api/kinds/k1", `{"rate":-1}`, "", rota.CodeInvalid, "rate"},
+		{"negative max_running", "PUT", "/api/kinds/k1", `{"max_running":-1}`, "", rota.CodeInvalid, "max_running"},
+		{"paused not a bool", "PUT", "/api/kinds/k1", `{"paused":"yes"}`, "", rota.CodeInvalid, "paused"},
+		{"kind name in body", "PUT", "/api/kinds/k1", `{"kind":"k2"}`, "", rota.CodeUnknownField, "kind"},
+		// Routing.
+		{"unknown route", "GET", "/api/nope", "", "", rota.CodeNotFound, ""},
+		{"unknown nested route", "GET", "/api/tasks/" + unknownID + "/runs", "", "", rota.CodeNotFound, ""},
+		{"outside /api", "GET", "/", "", "", rota.CodeNotFound, ""},
+		{"wrong method on tasks", "DELETE", "/api/tasks", "", "", rota.CodeMethod, ""},
+		{"wrong method on a task", "DELETE", "/api/tasks/{unknown}", "", "", rota.CodeMethod, ""},
+		{"GET on claim", "GET", "/api/workers/claim", "", "", rota.CodeMethod, ""},
+	}
+	if len(cases) < 35 {
+		t.Fatalf("only %d cases", len(cases))
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var body any
+			if tc.body != "" {
+				body = tc.body
+			}
+			ct := []string{}
+			if tc.contentType != "" {
+				ct = append(ct, tc.contentType)
+			}
+			r := doRequest(t, e.url, tc.method, fill(tc.path), body, ct...)
+			t.Logf("%s %s → %v", tc.method, tc.path, r)
+			wantErr(t, r, tc.code)
+			if r.Message == "" || r.Message == "ok" {
+				t.Errorf("message %q says nothing", r.Message)
+			}
+			if got := r.field(); got != tc.field {
+				t.Errorf("data.field = %q, want %q (%v)", got, tc.field, r)
+			}
+			if tc.field != "" && !strings.Contains(r.Message, fmt.Sprintf("%q", tc.field)) {
+				t.Errorf("message %q does not name field %q", r.Message, tc.field)
+			}
+			if tc.field == "" && string(r.Data) != "null" {
+				t.Errorf("data = %s, want null", r.Data)
+			}
+			if tc.code == rota.CodeMethod && r.Header.Get("Allow") == "" {
+				t.Errorf("405 without an Allow header")
+			}
+		})
+	}
+}
+
+// TestBadRequestsChangeNothing checks that refused requests store nothing:
+// an invalid batch item rejects the whole batch, and a refused report
+// leaves the run running.
+func TestBadRequestsChangeNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	r := e.do("POST", "/api/tasks/batch", `{"tasks":[{"kind":"b","task":1},{"kind":"b","task":2},{"kind":"b","task":3},{"kind":"b c","task":4}]}`)
+	wantErr(t, r, rota.CodeInvalid)
+	if r.field() != "tasks[3].kind" {
+		t.Fatalf("field = %q, want tasks[3].kind", r.field())
+	}
+	var list listResponse
+	e.ok("GET", "/api/tasks?kind=b", nil, &list)
+	if len(list.Tasks) != 0 {
+		t.Fatalf("an invalid batch stored %d tasks", len(list.Tasks))
+	}
+
+	id := e.submit(map[string]any{"kind": "c", "task": 1, "heartbeat_timeout_seconds": 60})
+	run := e.claimOne("w1", "c", 0)
+	wantErr(t, e.do("POST", "/api/runs/"+run.RunID+"/succeed", map[string]any{"worker_id": "w2"}), rota.CodeLeaseLost)
+	wantErr(t, e.do("POST", "/api/runs/"+run.RunID+"/fail", map[string]any{"worker_id": "w2", "retry": false}), rota.CodeLeaseLost)
+	if got := e.task(id); got.Status != rota.StatusRunning || len(got.Runs) != 1 || got.Runs[0].Status != rota.StatusRunning {
+		t.Fatalf("after refused reports: task %s, runs %+v", got.Status, got.Runs)
+	}
+}
+
+// TestMethodNotAllowedAllowHeader checks the Allow header lists the route's
+// methods.
+func TestMethodNotAllowedAllowHeader(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	r := e.do("DELETE", "/api/tasks", nil)
+	wantErr(t, r, rota.CodeMethod)
+	allow := r.Header.Get("Allow")
+	for _, m := range []string{"GET", "POST"} {
+		if !strings.Contains(allow, m) {
+			t.Errorf("Allow %q lacks %s", allow, m)
+		}
+	}
+	r = e.do("PUT", "/api/tasks/"+strings.Repeat("a", 32), nil)
+	wantErr(t, r, rota.CodeMethod)
+	for _, m := range []string{"GET", "PATCH"} {
+		if !strings.Contains(r.Header.Get("Allow"), m) {
+			t.Errorf("Allow %q lacks %s", r.Header.Get("Allow"), m)
+		}
+	}
+}
+
+// TestAnyContentTypeWithJSONBody checks the quick start: curl -d sends
+// application/x-www-form-urlencoded, and a JSON body must still work.
+func TestAnyContentTypeWithJSONBody(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	body := `{"kind":"email","priority":"high","task":{"to":"a@b.c"}}`
+	for _, ct := range []string{"application/x-www-form-urlencoded", "", "text/plain", "application/json; charset=utf-8", "application/vnd.rota+json"} {
+		r := e.do("POST", "/api/tasks", body, ct)
+		if r.Status != http.StatusOK || r.Code != 0 {
+			t.Fatalf("Content-Type %q: %v", ct, r)
+		}
+		var d map[string]any
+		if err := json.Unmarshal(r.Data, &d); err != nil || !rota.ValidID(fmt.Sprint(d["task_id"])) {
+			t.Fatalf("Content-Type %q: data %s", ct, r.Data)
+		}
+		if _, ok := d["existing"]; ok {
+			t.Fatalf("a new task's data has existing: %s", r.Data)
+		}
+	}
+}
+
+// TestStalledBody: a client that stops sending its body gets an error when
+// BodyReadTimeout passes, and a long poll after a body read in time is not
+// cut by that deadline.
+func TestStalledBody(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(o *setupOptions) { o.bodyTimeout = 300 * time.Millisecond })
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	fmt.Fprintf(conn, "POST /api/tasks HTTP/1.1\r\nHost: rota\r\nContent-Length: 100\r\n\r\n{\"kind\":")
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest || time.Since(start) > 3*time.Second {
+		t.Fatalf("stalled body: HTTP %d after %v", res.StatusCode, time.Since(start))
+	}
+
+	// A claim waits past the body deadline.
+	start = time.Now()
+	c := e.claim("w1", []string{"none"}, 1, 1)
+	if len(c.Tasks) != 0 || time.Since(start) < 900*time.Millisecond {
+		t.Fatalf("claim returned after %v: %+v", time.Since(start), c)
+	}
+}

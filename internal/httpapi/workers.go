@@ -1,0 +1,258 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/dispatch"
+	"github.com/rotahq/rota/internal/store"
+)
+
+// mountWorkers registers the worker protocol and the worker routes.
+func (a *API) mountWorkers(mux *http.ServeMux) {
+	mount(a, mux, "POST /api/workers/claim", bodyRequired, a.workerClaim)
+	mount(a, mux, "GET /api/workers", bodyNone, a.workerList)
+	mount(a, mux, "POST /api/workers/{id}/stop", bodyOptional, a.workerStop)
+	mount(a, mux, "POST /api/runs/{run_id}/heartbeat", bodyRequired, a.runHeartbeat)
+	mount(a, mux, "POST /api/runs/{run_id}/succeed", bodyRequired, a.runSucceed)
+	mount(a, mux, "POST /api/runs/{run_id}/fail", bodyRequired, a.runFail)
+}
+
+// claimRequest is the body of POST /api/workers/claim.
+type claimRequest struct {
+	WorkerID    string   `json:"worker_id"`
+	Kinds       []string `json:"kinds"`
+	Max         *int     `json:"max"`
+	WaitSeconds *int     `json:"wait_seconds"`
+	Address     *string  `json:"address"`
+
+	remote string                // the peer's IP, the default address
+	claim  dispatch.ClaimRequest // set by validate
+}
+
+func (c *claimRequest) readRequest(r *http.Request) error {
+	c.remote = remoteIP(r)
+	return nil
+}
+
+func (c *claimRequest) validate(*API) error {
+	if err := checkName("worker_id", c.WorkerID, maxIDLen); err != nil {
+		return err
+	}
+	kinds, err := checkKinds("kinds", c.Kinds)
+	if err != nil {
+		return err
+	}
+	c.claim = dispatch.ClaimRequest{WorkerID: c.WorkerID, Address: c.remote, Kinds: kinds, Max: 1}
+	if c.Max != nil {
+		if err := checkRange("max", *c.Max, 1, maxClaim); err != nil {
+			return err
+		}
+		c.claim.Max = *c.Max
+	}
+	if c.WaitSeconds != nil {
+		if err := checkRange("wait_seconds", *c.WaitSeconds, 0, maxWaitSeconds); err != nil {
+			return err
+		}
+		c.claim.Wait = time.Duration(*c.WaitSeconds) * time.Second
+	}
+	if c.Address != nil && *c.Address != "" {
+		if err := checkName("address", *c.Address, maxAddressLen); err != nil {
+			return err
+		}
+		c.claim.Address = *c.Address
+	}
+	return nil
+}
+
+// claimResponse is the data of POST /api/workers/claim.
+type claimResponse struct {
+	Tasks []claimedJSON `json:"tasks"`
+	Drain bool          `json:"drain"` // the worker was asked to stop: finish what it runs, claim no more
+}
+
+// workerClaim hands tasks to a worker, waiting up to wait_seconds for some
+// (a long poll that a submit wakes at once). The wait ends early when the
+// client goes away.
+//
+// POST /api/workers/claim
+func (a *API) workerClaim(ctx context.Context, req *claimRequest) (*claimResponse, error) {
+	res, err := a.disp.Claim(ctx, req.claim)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	out := &claimResponse{Tasks: make([]claimedJSON, 0, len(res.Runs)), Drain: res.Drain}
+	for _, r := range res.Runs {
+		out.Tasks = append(out.Tasks, toClaimedJSON(r))
+	}
+	return out, nil
+}
+
+// runRequest names a run in the path and the reporting worker in the body.
+type runRequest struct {
+	WorkerID string `json:"worker_id"`
+
+	runID string
+}
+
+func (r *runRequest) readRequest(hr *http.Request) error {
+	r.runID = hr.PathValue("run_id")
+	return checkID("run_id", r.runID)
+}
+
+func (r *runRequest) validate(*API) error {
+	return checkName("worker_id", r.WorkerID, maxIDLen)
+}
+
+// heartbeatResponse is the data of POST /api/runs/{run_id}/heartbeat.
+type heartbeatResponse struct {
+	Stop           bool  `json:"stop"`             // stop this run now and report it
+	Drain          bool  `json:"drain"`            // the worker was asked to stop
+	LeaseExpiresAt int64 `json:"lease_expires_at"` // unix seconds
+}
+
+// runHeartbeat renews the lease of a run held by the worker.
+//
+// POST /api/runs/{run_id}/heartbeat
+func (a *API) runHeartbeat(ctx context.Context, req *runRequest) (*heartbeatResponse, error) {
+	res, err := a.disp.Heartbeat(ctx, req.runID, req.WorkerID)
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+	return &heartbeatResponse{Stop: res.Stop, Drain: res.Drain, LeaseExpiresAt: unix(res.LeaseExpiresAt)}, nil
+}
+
+// succeedRequest is the body of POST /api/runs/{run_id}/succeed.
+type succeedRequest struct {
+	runRequest
+	Message string          `json:"message"`
+	Result  json.RawMessage `json:"result"`
+}
+
+func (s *succeedRequest) validate(a *API) error {
+	if err := s.runRequest.validate(a); err != nil {
+		return err
+	}
+	if bytes.Equal(s.Result, []byte("null")) {
+		s.Result = nil
+	}
+	if n := int64(len(s.Result)); n > a.maxPayload {
+		return tooLarge("result", n, a.maxPayload)
+	}
+	s.Message = truncateMessage(s.Message)
+	return nil
+}
+
+// failRequest is the body of POST /api/runs/{run_id}/fail.
+type failRequest struct {
+	runRequest
+	Message string `json:"message"`
+	Retry   *bool  `json:"retry"` // default true
+}
+
+func (f *failRequest) validate(a *API) error {
+	if err := f.runRequest.validate(a); err != nil {
+		return err
+	}
+	f.Message = truncateMessage(f.Message)
+	return nil
+}
+
+// reportResponse is the data of a succeed or fail report.
+type reportResponse struct {
+	TaskID    string      `json:"task_id"`
+	Status    rota.Status `json:"status"`     // the task's status after the report
+	RunStatus rota.Status `json:"run_status"` // how the run ended (CANCELED if it was asked to stop)
+}
+
+func toReportResponse(t *rota.Task, runID string) *reportResponse {
+	out := &reportResponse{TaskID: t.ID, Status: t.Status}
+	for _, r := range t.Runs {
+		if r.ID == runID {
+			out.RunStatus = r.Status
+		}
+	}
+	return out
+}
+
+// runSucceed reports that a run succeeded.
+//
+// POST /api/runs/{run_id}/succeed
+func (a *API) runSucceed(ctx context.Context, req *succeedRequest) (*reportResponse, error) {
+	t, err := a.disp.Complete(ctx, store.RunCompleteParams{
+		RunID: req.runID, WorkerID: req.WorkerID, Success: true, Message: req.Message, Result: req.Result,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("report success: %w", err)
+	}
+	return toReportResponse(t, req.runID), nil
+}
+
+// runFail reports that a run failed; with retry (the default) the task is
+// retried after a backoff while it has retries left.
+//
+// POST /api/runs/{run_id}/fail
+func (a *API) runFail(ctx context.Context, req *failRequest) (*reportResponse, error) {
+	retry := req.Retry == nil || *req.Retry
+	t, err := a.disp.Complete(ctx, store.RunCompleteParams{
+		RunID: req.runID, WorkerID: req.WorkerID, Success: false, Message: req.Message, Retry: retry,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("report failure: %w", err)
+	}
+	return toReportResponse(t, req.runID), nil
+}
+
+// workersResponse is the data of GET /api/workers.
+type workersResponse struct {
+	Workers []*workerJSON `json:"workers"`
+}
+
+// workerList returns every worker seen, with its liveness.
+//
+// GET /api/workers
+func (a *API) workerList(ctx context.Context, _ *noRequest) (*workersResponse, error) {
+	ws, err := a.store.WorkerList(ctx, a.now())
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	out := &workersResponse{Workers: make([]*workerJSON, 0, len(ws))}
+	for i := range ws {
+		out.Workers = append(out.Workers, toWorkerJSON(&ws[i]))
+	}
+	return out, nil
+}
+
+// workerIDRequest names a worker in the path.
+type workerIDRequest struct {
+	id string
+}
+
+func (w *workerIDRequest) readRequest(r *http.Request) error {
+	w.id = r.PathValue("id")
+	return checkName("id", w.id, maxIDLen)
+}
+
+// workerStop asks a worker to drain: its claims get no more work and
+// answer drain=true (a waiting claim at once), its heartbeats answer
+// drain=true; once it holds no runs its status is "stopped".
+//
+// POST /api/workers/{id}/stop
+func (a *API) workerStop(ctx context.Context, req *workerIDRequest) (*workerJSON, error) {
+	w, err := a.store.WorkerStop(ctx, req.id, a.disp.Now())
+	if err != nil {
+		return nil, fmt.Errorf("stop worker: %w", err)
+	}
+	// Wake the worker's waiting claim so that it learns at once. The
+	// dispatcher cannot wake one worker, so this wakes the kinds' waiters,
+	// who look again and go back to waiting.
+	for _, k := range w.Kinds {
+		a.disp.Notify(k, -1)
+	}
+	return toWorkerJSON(w), nil
+}
