@@ -1,0 +1,81 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+)
+
+func TestSingleNodeIsLeaderAndListed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := New(ctx, Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), NodeID: "solo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(ctx)
+	if !s.IsLeader() {
+		t.Fatal("a single node is not leader after Start")
+	}
+	resp, err := http.Get("http://" + s.Addr() + "/api/cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var env struct {
+		Code int `json:"code"`
+		Data struct {
+			Nodes []struct {
+				NodeID        string `json:"node_id"`
+				Address       string `json:"address"`
+				Leader        bool   `json:"leader"`
+				LastHeartbeat int64  `json:"last_heartbeat"`
+			} `json:"nodes"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+		t.Fatal(err)
+	}
+	if env.Code != 0 || len(env.Data.Nodes) != 1 {
+		t.Fatalf("cluster = %+v, want one node", env)
+	}
+	n := env.Data.Nodes[0]
+	if n.NodeID != "solo" || !n.Leader || n.Address != s.Addr() || time.Since(time.Unix(n.LastHeartbeat, 0)) > time.Minute {
+		t.Fatalf("node = %+v, want solo, leader, at %s, recently seen", n, s.Addr())
+	}
+}
+
+func TestStopReleasesPortAndLeadership(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := New(ctx, Config{Listen: "127.0.0.1:0", DataDir: dir, NodeID: "first", LeaderLease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	addr := s.Addr()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A successor on the same data and port leads at once: the first
+	// resigned rather than leaving a minute-long lease behind.
+	s2, err := New(ctx, Config{Listen: addr, DataDir: dir, NodeID: "second", LeaderLease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Start(ctx); err != nil {
+		t.Fatalf("restart on %s: %v", addr, err)
+	}
+	defer s2.Stop(ctx)
+	if !s2.IsLeader() {
+		t.Fatal("successor is not leader: the stopped node did not resign")
+	}
+}
