@@ -59,8 +59,8 @@ func claimLoop(f *Fixture, worker string, kind string, p store.TaskClaimParams, 
 }
 
 func testConcurrency(t *testing.T, ns newStoreFunc) {
-	for _, max := range []int{1, 5} {
-		parallel(t, ns, fmt.Sprintf("ClaimExactlyOnceMax%d", max), func(t *testing.T, f *Fixture) {
+	for _, perClaim := range []int{1, 5} {
+		parallel(t, ns, fmt.Sprintf("ClaimExactlyOnceMax%d", perClaim), func(t *testing.T, f *Fixture) {
 			// 8 workers race over 200 tasks: each task runs exactly once and
 			// all end SUCCESS.
 			const nTasks, nWorkers = 200, 8
@@ -71,7 +71,7 @@ func testConcurrency(t *testing.T, ns newStoreFunc) {
 			var wg sync.WaitGroup
 			for w := range nWorkers {
 				wg.Go(func() {
-					got[w] = claimLoop(f, fmt.Sprintf("w%d", w), kindK, store.TaskClaimParams{Max: max, Now: now}, errs)
+					got[w] = claimLoop(f, fmt.Sprintf("w%d", w), kindK, store.TaskClaimParams{Max: perClaim, Now: now}, errs)
 				})
 			}
 			wg.Wait()

@@ -73,10 +73,8 @@ func testTaskInsert(t *testing.T, ns newStoreFunc) {
 		diff(t, "TaskInsert result", inserted(p), got)
 		got = f.Get(p.ID)
 		diff(t, "TaskGet", inserted(p), got)
-		for name, v := range map[string]any{"StartTime": got.StartTime, "EndTime": got.EndTime, "FireTime": got.FireTime} {
-			if !v.(interface{ IsZero() bool }).IsZero() {
-				t.Errorf("%s = %v, want zero", name, v)
-			}
+		if !got.StartTime.IsZero() || !got.EndTime.IsZero() || !got.FireTime.IsZero() {
+			t.Errorf("StartTime %v, EndTime %v, FireTime %v; want all zero", got.StartTime, got.EndTime, got.FireTime)
 		}
 		if len(got.Result) != 0 {
 			t.Errorf("Result = %s, want empty", got.Result)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -99,6 +100,11 @@ func testLease(t *testing.T, ns newStoreFunc) {
 		c := f.ClaimOne("w1", f.At(sec(10)), kindK) // lease until 40s
 		_, err := f.Store.RunHeartbeat(f.Ctx(), store.RunHeartbeatParams{RunID: c.RunID, WorkerID: "w1", Now: f.At(sec(41))})
 		wantErr(t, "RunHeartbeat after the lease", err, rota.ErrLeaseLost)
+		// The error names the kind, so the dispatcher can wake its workers.
+		var expired *store.ExpiredError
+		if !errors.As(err, &expired) || expired.Kind != kindK {
+			t.Fatalf("RunHeartbeat after the lease: error %v is not a *store.ExpiredError for kind %q", err, kindK)
+		}
 
 		got := f.Get(task.ID)
 		wantRunTimedOut(t, got, c.RunID, f.At(sec(40)), f.At(sec(41)))

@@ -48,15 +48,15 @@ func (f *Fixture) named(kind string, nHigh, nMid, nLow int) map[string]string {
 	return names
 }
 
-// drain claims kind with one worker, max tasks per claim, succeeding each
+// drain claims kind with one worker, perClaim tasks per claim, succeeding each
 // run before the next claim, until a claim comes back empty. It returns the
 // names of the tasks in the order they were handed out; within one claim
 // the runs are taken in the order the store returned them.
-func (f *Fixture) drain(kind string, max int, names map[string]string, now time.Time) []string {
+func (f *Fixture) drain(kind string, perClaim int, names map[string]string, now time.Time) []string {
 	f.TB.Helper()
 	var order []string
 	for range len(names) + 1 {
-		res := f.Claim("w1", now, max, kind)
+		res := f.Claim("w1", now, perClaim, kind)
 		if len(res.Runs) == 0 {
 			return order
 		}
@@ -183,7 +183,7 @@ func testPriority(t *testing.T, ns newStoreFunc) {
 		}
 		res = f.Claim("w2", f.At(sec(10)), 3, "b", "a")
 		if len(res.Runs) != 3 {
-			t.Fatalf("claim of kinds [b a] max 3: %d runs, want 3 (b is empty, all from a)", len(res.Runs))
+			t.Fatalf("claim of kinds [b a] max 3: %d runs, want 3 (b's only task is taken: all from a)", len(res.Runs))
 		}
 		if !slices.ContainsFunc(res.Runs, func(r rota.ClaimedRun) bool { return r.TaskID == high.ID }) {
 			t.Fatalf("claim of a: the high task %s was not handed out", high.ID)
@@ -264,24 +264,31 @@ func testPinning(t *testing.T, ns newStoreFunc) {
 	parallel(t, ns, "PinnedFirst", func(t *testing.T, f *Fixture) {
 		// Within a level, tasks pinned to the claiming worker come first
 		// (then by RunAt, id), even when an unpinned task is older.
+		// Among the pinned ones RunAt comes before id: p1 is older but due
+		// later than p2.
 		unpinned := f.InsertNew(kindK, f.At(0))
 		p1 := f.Params(kindK, f.At(sec(1)))
 		p1.WorkerIDs = []string{"w1"}
+		p1.RunAt = f.At(sec(5))
 		f.Insert(p1)
 		p2 := f.Params(kindK, f.At(sec(2)))
 		p2.WorkerIDs = []string{"w2", "w1"}
 		f.Insert(p2)
-		other := f.Params(kindK, f.At(sec(3)))
+		p3 := f.Params(kindK, f.At(sec(3)))
+		p3.WorkerIDs = []string{"w1"}
+		p3.RunAt = f.At(sec(5))
+		f.Insert(p3)
+		other := f.Params(kindK, f.At(sec(4)))
 		other.WorkerIDs = []string{"w2"}
 		f.Insert(other)
 
 		var got []string
-		for range 3 {
+		for range 4 {
 			c := f.ClaimOne("w1", f.At(sec(10)), kindK)
 			got = append(got, c.TaskID)
 			f.Succeed("w1", c.RunID, f.At(sec(10)))
 		}
-		diff(t, "w1's order", []string{p1.ID, p2.ID, unpinned.ID}, got)
+		diff(t, "w1's order", []string{p2.ID, p1.ID, p3.ID, unpinned.ID}, got)
 		f.ClaimNone("w1", f.At(sec(10)), kindK)
 		if c := f.ClaimOne("w2", f.At(sec(10)), kindK); c.TaskID != other.ID {
 			t.Fatalf("w2 claimed %s, want %s", c.TaskID, other.ID)

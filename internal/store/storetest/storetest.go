@@ -70,6 +70,7 @@ func Run(t *testing.T, newStore func(tb testing.TB) store.Store) {
 		{"Worker", testWorker},
 		{"Stats", testStats},
 		{"Concurrency", testConcurrency},
+		{"Cluster", testCluster},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {
@@ -192,23 +193,23 @@ func (f *Fixture) Get(id string) *rota.Task {
 // Addr is the address the fixture's claims give for worker w.
 func Addr(w string) string { return w + ".example:7070" }
 
-// Claim claims up to max tasks of kinds for worker at now (address Addr(w),
+// Claim claims up to n tasks of kinds for worker at now (address Addr(w),
 // no wait); it fails the test on error.
-func (f *Fixture) Claim(worker string, now time.Time, max int, kinds ...string) store.TaskClaimResult {
+func (f *Fixture) Claim(worker string, now time.Time, n int, kinds ...string) store.TaskClaimResult {
 	f.TB.Helper()
 	res, err := f.Store.TaskClaim(f.Ctx(), store.TaskClaimParams{
 		WorkerID:      worker,
 		WorkerAddress: Addr(worker),
 		Kinds:         kinds,
-		Max:           max,
+		Max:           n,
 		Now:           now,
 		NewRunID:      f.NewRunID,
 	})
 	if err != nil {
-		f.TB.Fatalf("TaskClaim(worker %s, kinds %v, max %d) at %s: %v", worker, kinds, max, f.rel(now), err)
+		f.TB.Fatalf("TaskClaim(worker %s, kinds %v, max %d) at %s: %v", worker, kinds, n, f.rel(now), err)
 	}
-	if len(res.Runs) > max {
-		f.TB.Fatalf("TaskClaim(worker %s, max %d) handed out %d runs", worker, max, len(res.Runs))
+	if len(res.Runs) > n {
+		f.TB.Fatalf("TaskClaim(worker %s, max %d) handed out %d runs", worker, n, len(res.Runs))
 	}
 	return res
 }

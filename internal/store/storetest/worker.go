@@ -61,46 +61,48 @@ func testWorker(t *testing.T, ns newStoreFunc) {
 
 	parallel(t, ns, "Liveness", func(t *testing.T, f *Fixture) {
 		// Active until LastSeen + WorkerLiveness + the Wait of its last
-		// claim; lost after; active again when seen.
-		if store.WorkerLiveness != 30*time.Second {
-			t.Fatalf("the suite's instants assume WorkerLiveness = 30s, not %v", store.WorkerLiveness)
-		}
+		// claim; lost after; active again as soon as it is seen. The suite
+		// stays a second clear of each boundary.
+		live := store.WorkerLiveness
 		p := f.Params(kindK, f.At(0))
-		p.HeartbeatTimeoutSeconds = 300
+		p.HeartbeatTimeoutSeconds = 24 * 3600
 		f.Insert(p)
 		res := f.claimWait("w1", f.At(0), 10*time.Second, kindK)
 		if len(res.Runs) != 1 {
 			t.Fatalf("claim: %d runs", len(res.Runs))
 		}
-		status := func(at time.Duration) rota.WorkerStatus {
+		check := func(phase string, at time.Duration, want rota.WorkerStatus) {
 			t.Helper()
-			return f.worker("w1", f.At(at)).Status
-		}
-		checks := func(phase string, cases map[time.Duration]rota.WorkerStatus) {
-			t.Helper()
-			for at, want := range cases {
-				if got := status(at); got != want {
-					t.Fatalf("%s: status at base+%v = %s, want %s", phase, at, got, want)
-				}
+			if got := f.worker("w1", f.At(at)).Status; got != want {
+				t.Fatalf("%s: status at base+%v = %s, want %s", phase, at, got, want)
 			}
 		}
-		checks("after a claim with wait 10s at 0s", map[time.Duration]rota.WorkerStatus{
-			0: rota.WorkerActive, sec(39): rota.WorkerActive, sec(41): rota.WorkerLost, sec(1000): rota.WorkerLost,
-		})
+		end := live + 10*time.Second // of the first claim's window
+		phase := "after a claim at 0s with wait 10s"
+		check(phase, 0, rota.WorkerActive)
+		check(phase, end-time.Second, rota.WorkerActive)
+		check(phase, end+time.Second, rota.WorkerLost)
+		check(phase, end+time.Hour, rota.WorkerLost)
 
-		f.Heartbeat("w1", res.Runs[0].RunID, f.At(sec(45)))
-		wantInstant(t, "LastSeen after a heartbeat", f.worker("w1", f.At(sec(45))).LastSeen, f.At(sec(45)))
-		checks("after a heartbeat at 45s", map[time.Duration]rota.WorkerStatus{
-			sec(46): rota.WorkerActive, sec(84): rota.WorkerActive, sec(86): rota.WorkerLost,
-		})
+		hbAt := end + 5*time.Second
+		f.Heartbeat("w1", res.Runs[0].RunID, f.At(hbAt))
+		wantInstant(t, "LastSeen after a heartbeat", f.worker("w1", f.At(hbAt)).LastSeen, f.At(hbAt))
+		end = hbAt + live + 10*time.Second // the last claim's wait still counts
+		phase = "after a heartbeat"
+		check(phase, hbAt, rota.WorkerActive)
+		check(phase, end-time.Second, rota.WorkerActive)
+		check(phase, end+time.Second, rota.WorkerLost)
 
-		f.claimWait("w1", f.At(sec(100)), 0, kindK)
-		checks("after a claim with no wait at 100s", map[time.Duration]rota.WorkerStatus{
-			sec(100): rota.WorkerActive, sec(129): rota.WorkerActive, sec(131): rota.WorkerLost,
-		})
-		w := f.worker("w1", f.At(sec(100)))
+		claimAt := end + 15*time.Second
+		f.claimWait("w1", f.At(claimAt), 0, kindK)
+		end = claimAt + live
+		phase = "after a claim with no wait"
+		check(phase, claimAt, rota.WorkerActive)
+		check(phase, end-time.Second, rota.WorkerActive)
+		check(phase, end+time.Second, rota.WorkerLost)
+		w := f.worker("w1", f.At(claimAt))
 		wantInstant(t, "FirstSeen", w.FirstSeen, f.At(0))
-		wantInstant(t, "LastSeen", w.LastSeen, f.At(sec(100)))
+		wantInstant(t, "LastSeen", w.LastSeen, f.At(claimAt))
 		if w.Running != 1 {
 			t.Fatalf("Running = %d, want 1", w.Running)
 		}
