@@ -156,4 +156,5 @@ type ClaimedRun struct {
 	HeartbeatTimeoutSeconds int
 	TimeoutSeconds          int
 	LeaseExpiresAt          time.Time
+	RunAt                   time.Time // when the task became ready: start − RunAt is its wait
 }

@@ -40,9 +40,9 @@ func usageError(format string, args ...any) error {
 
 // Env is what a command may touch of the outside world.
 type Env struct {
-	Stdout, Stderr io.Writer
-	Stdin          io.Reader
-	Getenv         func(string) string
+	Stdout, Stderr io.Writer           // where commands print; required
+	Stdin          io.Reader           // read by --payload-file -; default os.Stdin
+	Getenv         func(string) string // reads ROTA_* variables; default os.Getenv
 }
 
 // Run executes the rota command line and returns the process exit code.
@@ -91,11 +91,19 @@ func newRoot(env Env) *cobra.Command {
 schedule it with cron expressions or calendar plans, and never lose it.
 
 Start a server with an embedded store:   rota server
-Every flag also reads an environment variable ROTA_<FLAG> (dashes become underscores).`,
+Submit a task:                           rota task submit --kind email --payload '{"to":"a"}'
+Run a worker (any language):             rota worker --kind email -- ./send.sh
+Watch the queue:                         rota stats; rota task list; rota worker list
+
+Client commands talk to --server (default http://127.0.0.1:8080), print tables for people
+and, with -o json, the API's data for scripts. Exit codes: 0 ok, 1 error, 2 bad usage or
+input, 3 not found, 4 conflict (the target's state forbids the operation).
+Every flag also reads an environment variable ROTA_<FLAG> (dashes become underscores),
+e.g. ROTA_SERVER for --server.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServerCmd(env))
+	root.AddCommand(newServerCmd(env), newTaskCmd(env), newKindCmd(env), newWorkerCmd(env), newStatsCmd(env))
 	return root
 }
 

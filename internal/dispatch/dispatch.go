@@ -51,6 +51,10 @@ type Config struct {
 	ReapInterval time.Duration
 	// Jitter returns a number in [0,1); default math/rand/v2.
 	Jitter func() float64
+	// Events receives one event per task or run state change made through
+	// the dispatcher, in order (the caller assigns IDs). It must not block.
+	// Nil: no events.
+	Events func(rota.Event)
 }
 
 // Dispatcher coordinates claims and wake-ups. Create it with New, start its
@@ -269,6 +273,7 @@ func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaim
 			Wait: wait, Now: c.Now(), NewRunID: d.newRunID,
 		})
 		if err != nil || len(res.Runs) > 0 || res.Drain || wait <= 0 {
+			d.emitClaimed(r.WorkerID, res.Runs)
 			return res, err
 		}
 		left := end.Sub(c.Now())
@@ -312,6 +317,7 @@ func (d *Dispatcher) Submit(ctx context.Context, ps []store.TaskInsertParams) ([
 			continue
 		}
 		t := r.Task
+		d.emit(rota.Event{Type: rota.EventTask, Kind: t.Kind, TaskID: t.ID, Status: t.Status, Time: now, RunAt: t.RunAt})
 		switch {
 		case t.RunAt.After(now):
 			d.noteDue(t.Kind, t.RunAt)
@@ -336,8 +342,64 @@ func (d *Dispatcher) Complete(ctx context.Context, p store.RunCompleteParams) (*
 		d.afterExpiry(err)
 		return nil, err
 	}
+	for _, r := range t.Runs {
+		if r.ID == p.RunID {
+			d.emit(rota.Event{Type: rota.EventRun, Kind: t.Kind, TaskID: t.ID, RunID: r.ID, WorkerID: r.WorkerID,
+				Status: r.Status, Attempt: r.Attempt, Message: r.Message, Time: p.Now})
+		}
+	}
+	d.emitTask(t, p.Now)
 	d.afterChange(t)
 	return t, nil
+}
+
+// emit hands an event to the configured sink.
+func (d *Dispatcher) emit(ev rota.Event) {
+	if d.cfg.Events != nil {
+		d.cfg.Events(ev)
+	}
+}
+
+func (d *Dispatcher) emitTask(t *rota.Task, now time.Time) {
+	d.emit(rota.Event{Type: rota.EventTask, Kind: t.Kind, TaskID: t.ID, Status: t.Status, Attempt: t.Attempt,
+		Message: t.Message, Time: now, RunAt: t.RunAt})
+}
+
+func (d *Dispatcher) emitClaimed(worker string, runs []rota.ClaimedRun) {
+	if d.cfg.Events == nil {
+		return
+	}
+	now := d.cfg.Clock.Now()
+	for _, r := range runs {
+		d.emit(rota.Event{Type: rota.EventRun, Kind: r.Kind, TaskID: r.TaskID, RunID: r.RunID, WorkerID: worker,
+			Status: rota.StatusRunning, Attempt: r.Attempt, Time: now, RunAt: r.RunAt})
+		d.emit(rota.Event{Type: rota.EventTask, Kind: r.Kind, TaskID: r.TaskID, Status: rota.StatusRunning,
+			Attempt: r.Attempt, Time: now, RunAt: r.RunAt})
+	}
+}
+
+// emitTaskByID reads a task and emits its state (after changes the store
+// made without returning the task, e.g. lease expiries).
+func (d *Dispatcher) emitTaskByID(ctx context.Context, id string) {
+	if d.cfg.Events == nil || id == "" {
+		return
+	}
+	t, err := d.cfg.Store.TaskGet(ctx, id)
+	if err != nil {
+		d.cfg.Logger.Warn("dispatch: read task for event", "task", id, "err", err)
+		return
+	}
+	if n := len(t.Runs); n > 0 {
+		// The run that just ended is the latest ended one.
+		for i := n - 1; i >= 0; i-- {
+			if r := t.Runs[i]; r.Status.Terminal() {
+				d.emit(rota.Event{Type: rota.EventRun, Kind: t.Kind, TaskID: t.ID, RunID: r.ID, WorkerID: r.WorkerID,
+					Status: r.Status, Attempt: r.Attempt, Message: r.Message, Time: r.EndTime})
+				break
+			}
+		}
+	}
+	d.emitTask(t, d.cfg.Clock.Now())
 }
 
 // Heartbeat renews a run's lease.
@@ -353,6 +415,7 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, runID, workerID string) (sto
 func (d *Dispatcher) afterExpiry(err error) {
 	var ee *store.ExpiredError
 	if errors.As(err, &ee) {
+		d.emitTaskByID(context.Background(), ee.TaskID)
 		d.Notify(ee.Kind, -1)
 		d.refreshDue(context.Background(), ee.Kind)
 	}
@@ -360,7 +423,13 @@ func (d *Dispatcher) afterExpiry(err error) {
 
 // StopTask stops a task.
 func (d *Dispatcher) StopTask(ctx context.Context, id, message string) (*rota.Task, error) {
-	return d.cfg.Store.TaskStop(ctx, store.TaskStopParams{ID: id, Message: message, Now: d.cfg.Clock.Now()})
+	now := d.cfg.Clock.Now()
+	t, err := d.cfg.Store.TaskStop(ctx, store.TaskStopParams{ID: id, Message: message, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	d.emitTask(t, now)
+	return t, nil
 }
 
 // Update changes a task's options; a new priority or worker list can make
@@ -371,6 +440,7 @@ func (d *Dispatcher) Update(ctx context.Context, p store.TaskUpdateParams) (*rot
 	if err != nil {
 		return nil, err
 	}
+	d.emitTask(t, p.Now)
 	d.Notify(t.Kind, -1)
 	return t, nil
 }
@@ -381,6 +451,11 @@ func (d *Dispatcher) KindUpsert(ctx context.Context, p store.KindUpsertParams) (
 	if err != nil {
 		return nil, err
 	}
+	msg := "resumed"
+	if k.Paused {
+		msg = "paused"
+	}
+	d.emit(rota.Event{Type: rota.EventKind, Kind: k.Name, Message: msg, Time: d.cfg.Clock.Now()})
 	d.Notify(k.Name, -1)
 	return k, nil
 }
@@ -525,6 +600,9 @@ func (d *Dispatcher) ReapOnce(ctx context.Context) time.Duration {
 		if err != nil {
 			d.cfg.Logger.Error("dispatch: expire leases", "err", err)
 			return d.cfg.ReapInterval
+		}
+		for _, id := range res.Tasks {
+			d.emitTaskByID(ctx, id)
 		}
 		for _, k := range res.Kinds {
 			d.Notify(k, -1)

@@ -289,6 +289,7 @@ type RunExpireParams struct {
 type RunExpireResult struct {
 	Expired int
 	Kinds   []string // kinds with tasks made claimable (for wake-ups)
+	Tasks   []string // ids of the tasks whose runs expired, in expiry order
 }
 
 // KindUpsertParams changes a kind's settings.
@@ -364,8 +365,9 @@ type Notification struct {
 // lease-lost error (errors.Is(err, rota.ErrLeaseLost) holds) and names the
 // kind of the run, whose task may now be claimable again.
 type ExpiredError struct {
-	Kind string
-	Err  error
+	Kind   string
+	TaskID string
+	Err    error
 }
 
 func (e *ExpiredError) Error() string { return e.Err.Error() }

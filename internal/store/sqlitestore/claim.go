@@ -64,6 +64,7 @@ type candidate struct {
 	id, payload             string
 	level, attempt, timeout int
 	hb                      int
+	runAt                   int64
 }
 
 // claimKind claims up to max tasks of one kind, in weighted-round order.
@@ -119,7 +120,7 @@ func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind strin
 		out = append(out, rota.ClaimedRun{
 			TaskID: c.id, RunID: runID, Kind: kind, Priority: rota.PriorityOfLevel(c.level),
 			Payload: json.RawMessage(c.payload), Attempt: attempt, HeartbeatTimeoutSeconds: c.hb,
-			TimeoutSeconds: c.timeout, LeaseExpiresAt: tm(lease),
+			TimeoutSeconds: c.timeout, LeaseExpiresAt: tm(lease), RunAt: tm(c.runAt),
 		})
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE kinds SET round_pos = ? WHERE name = ?`, pos, kind); err != nil {
@@ -161,8 +162,7 @@ func candidates(ctx context.Context, tx *wtx, worker, kind string, max int, now 
 	for rows.Next() {
 		var c candidate
 		var pinned int
-		var runAt int64
-		if err := rows.Scan(&c.id, &c.payload, &c.level, &c.attempt, &c.timeout, &c.hb, &pinned, &runAt); err != nil {
+		if err := rows.Scan(&c.id, &c.payload, &c.level, &c.attempt, &c.timeout, &c.hb, &pinned, &c.runAt); err != nil {
 			return queues, fmt.Errorf("sqlitestore: scan candidate: %w", err)
 		}
 		// Each level lists up to max pinned and max unpinned tasks.

@@ -75,7 +75,7 @@ func ownedRun(ctx context.Context, tx *wtx, runID, workerID string, now int64, b
 		if r.Deadline.UnixMilli() <= now && !r.Deadline.IsZero() {
 			why = "its timeout passed"
 		}
-		return nil, keepError{&store.ExpiredError{Kind: r.kind, Err: leaseLost(runID, why)}}
+		return nil, keepError{&store.ExpiredError{Kind: r.kind, TaskID: r.TaskID, Err: leaseLost(runID, why)}}
 	}
 	return r, nil
 }
@@ -314,6 +314,7 @@ func (s *Store) RunExpire(ctx context.Context, p store.RunExpireParams) (store.R
 				return err
 			}
 			res.Expired++
+			res.Tasks = append(res.Tasks, r.TaskID)
 			if !kinds[r.kind] {
 				kinds[r.kind] = true
 				res.Kinds = append(res.Kinds, r.kind)

@@ -76,6 +76,7 @@ func testStateMachine(t *testing.T, ns newStoreFunc) {
 			Attempt:                 1,
 			HeartbeatTimeoutSeconds: 20,
 			LeaseExpiresAt:          now.Add(sec(20)),
+			RunAt:                   f.At(0), // ready since its insert: it waited 10 s
 		}, got)
 
 		task := f.Get(p.ID)

@@ -1,0 +1,417 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/rotaclient"
+)
+
+func newTaskCmd(env Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "task",
+		Short: "Submit, list, inspect, re-run and stop tasks",
+		Long: `Submit, list, inspect, re-run and stop tasks on a Rota server (--server or ROTA_SERVER).
+
+Exit codes: 0 ok, 1 error, 2 bad usage or input rejected by the server,
+3 no such task, 4 the task's state forbids the operation (e.g. stopping a finished task).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newTaskSubmitCmd(env), newTaskListCmd(env), newTaskGetCmd(env), newTaskRunAgainCmd(env), newTaskStopCmd(env))
+	return cmd
+}
+
+func newTaskSubmitCmd(env Env) *cobra.Command {
+	o := &apiOpts{env: env, fields: map[string]string{
+		"kind": "kind", "priority": "priority", "task": "payload", "key": "key", "run_at": "run-at",
+		"delay_seconds": "delay", "max_retries": "max-retries", "timeout_seconds": "timeout",
+		"heartbeat_timeout_seconds": "heartbeat-timeout", "workers": "workers", "worker_ids": "worker-id",
+	}}
+	var (
+		p           rotaclient.TaskParams
+		priority    string
+		payload     string
+		payloadFile string
+		runAt       string
+		delay       int
+		maxRetries  int
+	)
+	cmd := &cobra.Command{
+		Use:   "submit --kind KIND [--payload JSON | --payload-file FILE]",
+		Short: "Submit a task",
+		Long: `Submit a task and print its id.
+
+The payload is any JSON value, handed to the worker as given: --payload '{"to":"a"}',
+or --payload-file FILE (- reads standard input); {} when neither is given.
+With --key, an unfinished task of the same kind and key is returned instead of a new
+one (its id is printed and a note goes to standard error).`,
+		Example: `  rota task submit --kind email --priority high --payload '{"to":"a@example.com"}'
+  echo '{"n":1}' | rota task submit --kind report --payload-file - --delay 10m
+  rota task submit --kind sync --key nightly --timeout 5m --max-retries 0 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.prepare(cmd); err != nil {
+				return err
+			}
+			if p.Kind == "" {
+				return usageError("--kind is required")
+			}
+			p.Priority = rota.Priority(strings.ToLower(priority))
+			raw, err := readPayload(env.Stdin, payload, payloadFile, cmd.Flags().Changed("payload"))
+			if err != nil {
+				return err
+			}
+			p.Payload = raw
+			if runAt != "" {
+				if cmd.Flags().Changed("delay") {
+					return usageError("give --run-at or --delay, not both")
+				}
+				if p.RunAt, err = parseTime(runAt); err != nil {
+					return usageError("--run-at %q: %v", runAt, err)
+				}
+			}
+			p.Delay = time.Duration(delay) * time.Second
+			if cmd.Flags().Changed("max-retries") {
+				p.MaxRetries = &maxRetries
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.Submit(cmd.Context(), p)
+			if err != nil {
+				return o.fail(err)
+			}
+			if o.json() {
+				b, _ := json.Marshal(res)
+				return writeJSON(env.Stdout, b)
+			}
+			if res.Existing {
+				fmt.Fprintf(env.Stderr, "rota: an unfinished %s task with key %q exists: nothing new was submitted\n", p.Kind, p.Key)
+			}
+			_, err = fmt.Fprintln(env.Stdout, res.TaskID)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&p.Kind, "kind", "", "kind of the task (required): selects the workers that run it")
+	f.StringVar(&priority, "priority", "mid", "priority: high, mid or low")
+	f.StringVar(&payload, "payload", "", "the task's JSON payload")
+	f.StringVar(&payloadFile, "payload-file", "", "read the JSON payload from this file (- for standard input)")
+	f.StringVar(&p.Key, "key", "", "idempotency key: while an unfinished task of this kind has it, submit returns that task")
+	f.Var(secondsValue{&delay}, "delay", "run no sooner than this long from now (e.g. 90s, 10m)")
+	f.StringVar(&runAt, "run-at", "", "run no sooner than this time: RFC 3339 (2025-01-02T15:04:05Z) or unix seconds")
+	f.IntVar(&maxRetries, "max-retries", 3, "failed runs tolerated before the task fails")
+	f.Var(secondsValue{&p.TimeoutSeconds}, "timeout", "time limit of each run (0: none)")
+	f.Var(secondsValue{&p.HeartbeatTimeoutSeconds}, "heartbeat-timeout", "lease a worker's heartbeats must renew (server default 30s)")
+	f.IntVar(&p.Workers, "workers", 0, "distinct workers that must each run it successfully (server default 1)")
+	f.StringSliceVar(&p.WorkerIDs, "worker-id", nil, "only this worker may run it (repeatable, or comma-separated)")
+	addAPIFlags(cmd, o, true)
+	annotateEnv(cmd)
+	return cmd
+}
+
+// readPayload returns the payload from --payload or --payload-file, {} when
+// neither is given, checked to be JSON.
+func readPayload(stdin io.Reader, payload, file string, payloadSet bool) (json.RawMessage, error) {
+	var b []byte
+	flag := "--payload"
+	switch {
+	case payloadSet && file != "":
+		return nil, usageError("give --payload or --payload-file, not both")
+	case file == "-":
+		flag = "--payload-file -"
+		var err error
+		if b, err = io.ReadAll(stdin); err != nil {
+			return nil, fmt.Errorf("read the payload from standard input: %w", err)
+		}
+	case file != "":
+		flag = "--payload-file " + file
+		var err error
+		if b, err = os.ReadFile(file); err != nil {
+			return nil, usageError("--payload-file: %v", err)
+		}
+	case payloadSet:
+		b = []byte(payload)
+	default:
+		return json.RawMessage("{}"), nil
+	}
+	b = []byte(strings.TrimSpace(string(b)))
+	if !json.Valid(b) {
+		var v any
+		err := json.Unmarshal(b, &v)
+		if len(b) == 0 {
+			err = fmt.Errorf("empty")
+		}
+		return nil, usageError("%s: not valid JSON: %v", flag, err)
+	}
+	return b, nil
+}
+
+// parseTime reads RFC 3339 or unix seconds.
+func parseTime(s string) (time.Time, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.Unix(n, 0).UTC(), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("want RFC 3339 (2025-01-02T15:04:05Z) or unix seconds")
+	}
+	return t, nil
+}
+
+func newTaskListCmd(env Env) *cobra.Command {
+	o := &apiOpts{env: env, fields: map[string]string{"kind": "kind", "status": "status", "key": "key", "limit": "limit", "cursor": "cursor"}}
+	var (
+		p   rotaclient.ListParams
+		st  string
+		all bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List tasks, newest first",
+		Long: `List tasks, newest first, one page at a time (--limit). When there are more,
+the command to see the next page goes to standard error; --all lists every page.`,
+		Example: `  rota task list --kind email --status FAILED
+  rota task list --all -o json | jq -r '.tasks[].task_id'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.prepare(cmd); err != nil {
+				return err
+			}
+			p.Status = rota.Status(strings.ToUpper(st))
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if o.json() {
+				return o.listJSON(cmd, c, p, all)
+			}
+			t := newTable(env.Stdout, "ID", "KIND", "PRIORITY", "STATUS", "ATTEMPT", "CREATED", "MESSAGE")
+			if all {
+				for task, err := range c.AllTasks(ctx, p) {
+					if err != nil {
+						t.flush()
+						return o.fail(err)
+					}
+					taskRow(t, &task)
+				}
+				return t.flush()
+			}
+			page, err := c.ListTasks(ctx, p)
+			if err != nil {
+				return o.fail(err)
+			}
+			for i := range page.Tasks {
+				taskRow(t, &page.Tasks[i])
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+			if page.NextCursor != "" {
+				fmt.Fprintf(env.Stderr, "more: %s --cursor %s\n", cmd.CommandPath(), page.NextCursor)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&p.Kind, "kind", "", "only tasks of this kind")
+	f.StringVar(&st, "status", "", "only tasks in this status: "+statusNames())
+	f.StringVar(&p.Key, "key", "", "only tasks with this key")
+	f.IntVar(&p.Limit, "limit", 50, "tasks per page (1-1000)")
+	f.StringVar(&p.Cursor, "cursor", "", "start after this cursor (printed after a page that has more)")
+	f.BoolVar(&all, "all", false, "list every page")
+	addAPIFlags(cmd, o, true)
+	annotateEnv(cmd)
+	return cmd
+}
+
+func statusNames() string {
+	var names []string
+	for _, s := range rota.Statuses() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
+}
+
+// listJSON prints the data of GET /api/tasks; with all, the tasks of every
+// page in one list.
+func (o *apiOpts) listJSON(cmd *cobra.Command, c *rotaclient.Client, p rotaclient.ListParams, all bool) error {
+	var tasks []json.RawMessage
+	for {
+		q := rotaclient.ListParams{Kind: p.Kind, Status: p.Status, Key: p.Key, Limit: p.Limit, Cursor: p.Cursor}
+		var page struct {
+			Tasks      []json.RawMessage `json:"tasks"`
+			NextCursor string            `json:"next_cursor"`
+		}
+		if err := c.Do(cmd.Context(), http.MethodGet, "/api/tasks"+q.Encode(), nil, &page); err != nil {
+			return o.fail(err)
+		}
+		tasks = append(tasks, page.Tasks...)
+		if !all || page.NextCursor == "" || page.NextCursor == p.Cursor {
+			if tasks == nil {
+				tasks = []json.RawMessage{}
+			}
+			next := page.NextCursor
+			if all {
+				next = ""
+			}
+			b, err := json.Marshal(map[string]any{"tasks": tasks, "next_cursor": next})
+			if err != nil {
+				return err
+			}
+			return writeJSON(o.env.Stdout, b)
+		}
+		p.Cursor = page.NextCursor
+	}
+}
+
+func taskRow(t *table, task *rota.Task) {
+	t.row(task.ID, task.Kind, task.Priority, task.Status, task.Attempt, task.CreatedAt, short(task.Message, 60))
+}
+
+func newTaskGetCmd(env Env) *cobra.Command {
+	o := &apiOpts{env: env}
+	cmd := &cobra.Command{
+		Use:   "get TASK_ID",
+		Short: "Show a task and its runs",
+		Args:  exactArgs("TASK_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.prepare(cmd); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				return o.call(cmd.Context(), c, http.MethodGet, "/api/tasks/"+pathEscape(args[0]), nil)
+			}
+			task, err := c.GetTask(cmd.Context(), args[0])
+			if err != nil {
+				return o.fail(err)
+			}
+			return printTask(env.Stdout, task)
+		},
+	}
+	addAPIFlags(cmd, o, true)
+	annotateEnv(cmd)
+	return cmd
+}
+
+// printTask shows every field of a task, then its runs.
+func printTask(w io.Writer, task *rota.Task) error {
+	t := newTable(w)
+	t.row("ID:", task.ID)
+	t.row("Kind:", task.Kind)
+	t.row("Priority:", task.Priority)
+	t.row("Status:", task.Status)
+	t.row("Attempt:", fmt.Sprintf("%d (max retries %d)", task.Attempt, task.MaxRetries))
+	t.row("Key:", task.Key)
+	t.row("Workers:", task.Workers)
+	t.row("Worker IDs:", task.WorkerIDs)
+	t.row("Timeout:", formatSeconds(task.TimeoutSeconds))
+	t.row("Heartbeat timeout:", formatSeconds(task.HeartbeatTimeoutSeconds))
+	t.row("Created:", task.CreatedAt)
+	t.row("Run at:", task.RunAt)
+	t.row("Started:", task.StartTime)
+	t.row("Ended:", task.EndTime)
+	t.row("Worker address:", task.WorkerAddress)
+	t.row("Message:", short(task.Message, 200))
+	t.row("Payload:", short(string(task.Payload), 200))
+	t.row("Result:", short(string(task.Result), 200))
+	if task.ScheduleID != "" {
+		t.row("Schedule:", task.ScheduleID)
+		t.row("Fire time:", task.FireTime)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(task.Runs) == 0 {
+		_, err := fmt.Fprintln(w, "\nNo runs yet.")
+		return err
+	}
+	fmt.Fprintln(w)
+	r := newTable(w, "RUN", "ATTEMPT", "WORKER", "STATUS", "STARTED", "ENDED", "MESSAGE")
+	for _, run := range task.Runs {
+		r.row(run.ID, run.Attempt, run.WorkerID, run.Status, run.StartTime, run.EndTime, short(run.Message, 60))
+	}
+	return r.flush()
+}
+
+func newTaskRunAgainCmd(env Env) *cobra.Command {
+	o := &apiOpts{env: env}
+	cmd := &cobra.Command{
+		Use:   "run-again TASK_ID",
+		Short: "Submit a copy of a task and print the new task's id",
+		Long: `Submit a copy of a task (same kind, priority, payload and options, no key, due now)
+and print the new task's id. The original is left as it is.`,
+		Args: exactArgs("TASK_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.prepare(cmd); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				return o.call(cmd.Context(), c, http.MethodPost, "/api/tasks/run_again/"+pathEscape(args[0]), nil)
+			}
+			id, err := c.RunAgain(cmd.Context(), args[0])
+			if err != nil {
+				return o.fail(err)
+			}
+			_, err = fmt.Fprintln(env.Stdout, id)
+			return err
+		},
+	}
+	addAPIFlags(cmd, o, true)
+	annotateEnv(cmd)
+	return cmd
+}
+
+func newTaskStopCmd(env Env) *cobra.Command {
+	o := &apiOpts{env: env}
+	cmd := &cobra.Command{
+		Use:   "stop TASK_ID",
+		Short: "Stop (cancel) a task",
+		Long: `Stop a task: a waiting task is CANCELED at once; a running one is asked to stop
+through its workers' next heartbeat and ends CANCELED when they give it up.
+Stopping a finished task fails with exit code 4.`,
+		Args: exactArgs("TASK_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.prepare(cmd); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				return o.call(cmd.Context(), c, http.MethodPost, "/api/tasks/stop/"+pathEscape(args[0]), nil)
+			}
+			task, err := c.StopTask(cmd.Context(), args[0])
+			if err != nil {
+				return o.fail(err)
+			}
+			t := newTable(env.Stdout, "ID", "KIND", "PRIORITY", "STATUS", "ATTEMPT", "CREATED", "MESSAGE")
+			taskRow(t, task)
+			return t.flush()
+		},
+	}
+	addAPIFlags(cmd, o, true)
+	annotateEnv(cmd)
+	return cmd
+}

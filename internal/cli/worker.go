@@ -1,0 +1,436 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/rotaclient"
+	"github.com/rotahq/rota/rotaworker"
+)
+
+// DefaultNoRetryCode is the exit code with which a command run by `rota
+// worker` says that its task must not be retried: 65, EX_DATAERR of
+// sysexits(3) ("the input data was incorrect"), which shell tools rarely
+// use by accident.
+const DefaultNoRetryCode = 65
+
+// stderrTail is how much of the end of a failed command's standard error
+// goes into its failure message.
+const stderrTail = 4 << 10
+
+func newWorkerCmd(env Env) *cobra.Command {
+	var (
+		server    string
+		kinds     []string
+		r         commandRunner
+		cfg       rotaworker.Config
+		logLevel  string
+		logFormat string
+	)
+	cmd := &cobra.Command{
+		Use:   "worker --kind KIND [flags] -- COMMAND [ARG...]",
+		Short: "Run a command for each task of some kinds (any language); list and stop workers",
+		Long: `Run COMMAND once for each task of the given kinds, up to --concurrency at once per kind.
+
+Each run gets its own process group, with
+  standard input   the task's JSON payload
+  environment      ROTA_TASK_ID, ROTA_RUN_ID, ROTA_ATTEMPT, ROTA_KIND (and the worker's own)
+and its exit code decides the outcome:
+  0                success; standard output (up to --max-output bytes) is the task's message
+  65               failure that must not be retried (EX_DATAERR; see --no-retry-code)
+  anything else    failure, retried while the task has retries left
+Standard error is logged (up to --max-output bytes) and its last 4 KiB end the failure
+message. When the task is stopped, times out, its lease is lost or the worker stops after
+its grace period, the process group gets SIGTERM, then SIGKILL after --kill-grace; any
+process left in the group when the command ends is killed. A failing or crashing command
+never stops the worker.
+
+SIGINT or SIGTERM stop the worker gracefully: it claims nothing more, lets running commands
+finish for up to --grace, then kills the rest and hands their tasks back to be retried at
+once by other workers. 'rota worker stop ID' does the same remotely.
+
+Note: ROTA_KIND is also the variable of the --kind flag of rota's commands; a command that
+runs 'rota task submit' or 'rota task list' should pass --kind explicitly.
+
+Subcommands 'rota worker list' and 'rota worker stop ID' inspect and stop workers; to run a
+program called list or stop, put it after --.`,
+		Example: `  rota worker --kind email --concurrency 4 -- ./send.sh --from noreply@example.com
+  rota worker --kind resize --kind thumbnail -- python3 resize.py
+  rota worker --kind report -- sh -c 'jq -r .name | ./report.sh'`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			switch dash := cmd.ArgsLenAtDash(); {
+			case len(args) == 0:
+				return usageError("give the command to run after --, e.g. rota worker --kind email -- ./send.sh; or a subcommand: list, stop")
+			case dash != 0:
+				return usageError("unknown subcommand %q: to run a command, put it after -- (rota worker --kind KIND -- COMMAND)", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := bindEnv(cmd.Flags(), env.Getenv); err != nil {
+				return err
+			}
+			if len(kinds) == 0 {
+				return usageError("--kind is required (repeat it for several kinds)")
+			}
+			var ks []string
+			for _, k := range kinds {
+				if !rota.ValidKind(k) {
+					return usageError("--kind %q: want letters, digits and _.:- (1 to 128 characters)", k)
+				}
+				if !slices.Contains(ks, k) {
+					ks = append(ks, k)
+				}
+			}
+			if cfg.Concurrency < 1 {
+				return usageError("--concurrency %d: want at least 1", cfg.Concurrency)
+			}
+			if r.maxOutput < 1 {
+				return usageError("--max-output %d: want at least 1 byte", r.maxOutput)
+			}
+			if r.noRetryCode < 1 || r.noRetryCode > 255 {
+				return usageError("--no-retry-code %d: want 1 to 255", r.noRetryCode)
+			}
+			logger, err := newLogger(env.Stderr, logLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			c, err := rotaclient.New(rotaclient.Config{BaseURL: server, UserAgent: "rota-worker"})
+			if err != nil {
+				return usageError("--server %q: want a URL such as %s", server, defaultServer)
+			}
+			if _, err := exec.LookPath(args[0]); err != nil {
+				return usageError("command %q: %v", args[0], err)
+			}
+			r.argv = args
+			r.log = logger
+			cfg.Client = c
+			cfg.Logger = logger
+			cfg.CancelWait = r.killGrace + 2*time.Second
+			w := rotaworker.New(cfg)
+			for _, k := range ks {
+				w.Register(k, &r)
+			}
+			return w.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&server, "server", defaultServer, "URL of the Rota server")
+	f.StringSliceVar(&kinds, "kind", nil, "kind of tasks to run (required; repeatable, or comma-separated)")
+	f.StringVar(&cfg.ID, "id", "", "worker id, unique among running workers (default host-pid-random)")
+	f.IntVar(&cfg.Concurrency, "concurrency", 1, "commands run at once, per kind")
+	f.DurationVar(&cfg.Grace, "grace", 30*time.Second, "on SIGINT/SIGTERM or a remote stop, how long running commands may finish")
+	f.DurationVar(&r.killGrace, "kill-grace", 5*time.Second, "after SIGTERM, how long a cancelled command has before SIGKILL")
+	f.IntVar(&r.maxOutput, "max-output", 64<<10, "bytes of standard output kept as the message (and of standard error logged)")
+	f.IntVar(&r.noRetryCode, "no-retry-code", DefaultNoRetryCode, "exit code that fails the task without retry")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	annotateEnv(cmd)
+	cmd.AddCommand(newWorkerListCmd(env), newWorkerStopCmd(env))
+	return cmd
+}
+
+// commandRunner runs one process per task. Immutable once the worker runs.
+type commandRunner struct {
+	argv        []string
+	killGrace   time.Duration
+	maxOutput   int
+	noRetryCode int
+	log         *slog.Logger
+}
+
+var _ rotaworker.Handler = (*commandRunner)(nil)
+
+// Work runs the command for one task; see the help of rota worker.
+func (r *commandRunner) Work(ctx context.Context, t *rotaworker.Task[json.RawMessage]) error {
+	log := r.log.With("kind", t.Kind, "task_id", t.ID, "run_id", t.RunID)
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("stdin pipe: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return fmt.Errorf("stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return fmt.Errorf("stderr pipe: %w", err)
+	}
+	cmd := exec.Command(r.argv[0], r.argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	cmd.Env = append(os.Environ(),
+		"ROTA_TASK_ID="+t.ID, "ROTA_RUN_ID="+t.RunID, "ROTA_ATTEMPT="+strconv.Itoa(t.Attempt), "ROTA_KIND="+t.Kind)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	startErr := cmd.Start()
+	// The child has its copies; ours would keep the pipes open.
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if startErr != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
+		return fmt.Errorf("start %s: %w", r.argv[0], startErr)
+	}
+	pgid := cmd.Process.Pid
+	log.Debug("rota worker: command started", "pid", pgid)
+
+	go func() {
+		// A command that does not read its input gets EPIPE here once it
+		// is gone (or the pipe is closed below).
+		_, _ = inW.Write(t.Raw)
+		inW.Close()
+	}()
+	stdout := &headBuffer{max: r.maxOutput}
+	stderr := &stderrLog{max: r.maxOutput, log: log}
+	copied := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(stdout, outR); copied <- struct{}{} }()
+	go func() { _, _ = io.Copy(stderr, errR); copied <- struct{}{} }()
+
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var waitErr error
+	select {
+	case waitErr = <-waited:
+	case <-ctx.Done():
+		log.Info("rota worker: stopping the command", "cause", context.Cause(ctx))
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		t := time.NewTimer(r.killGrace)
+		select {
+		case waitErr = <-waited:
+		case <-t.C:
+			log.Warn("rota worker: the command ignored SIGTERM: killing it", "grace", r.killGrace)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			waitErr = <-waited
+		}
+		t.Stop()
+	}
+	// Whatever is left of the group goes with the command.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	drain := time.NewTimer(time.Second)
+	for range 2 {
+		select {
+		case <-copied:
+		case <-drain.C:
+			// A process that left the group still holds the pipes.
+			outR.Close()
+			errR.Close()
+		}
+	}
+	drain.Stop()
+	outR.Close()
+	errR.Close()
+	inW.Close()
+	stderr.flush()
+
+	if waitErr == nil {
+		t.SetMessage(strings.TrimRight(stdout.String(), "\r\n"))
+		log.Debug("rota worker: command succeeded")
+		return nil
+	}
+	msg := describeExit(cmd.ProcessState, waitErr)
+	if cause := context.Cause(ctx); cause != nil {
+		msg += " (" + cause.Error() + ")"
+	}
+	if tail := stderr.tail(); tail != "" {
+		msg += "\nstderr:\n" + tail
+	}
+	err = errors.New(msg)
+	if st := cmd.ProcessState; st != nil && st.ExitCode() == r.noRetryCode {
+		return rotaworker.NoRetry(err)
+	}
+	return err
+}
+
+// describeExit says how a command ended.
+func describeExit(st *os.ProcessState, err error) string {
+	if st == nil {
+		return err.Error()
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return "killed by signal " + ws.Signal().String()
+	}
+	return "exit code " + strconv.Itoa(st.ExitCode())
+}
+
+// headBuffer keeps the first max bytes written to it.
+type headBuffer struct {
+	max       int
+	buf       []byte
+	truncated bool
+}
+
+func (h *headBuffer) Write(p []byte) (int, error) {
+	keep := p
+	if room := h.max - len(h.buf); len(keep) > room {
+		keep = keep[:max(room, 0)]
+		h.truncated = true
+	}
+	h.buf = append(h.buf, keep...)
+	return len(p), nil
+}
+
+func (h *headBuffer) String() string {
+	if h.truncated {
+		return string(h.buf) + "\n…(output truncated)"
+	}
+	return string(h.buf)
+}
+
+// stderrLog logs a command's standard error line by line, up to max
+// bytes, and keeps its last stderrTail bytes.
+type stderrLog struct {
+	max     int
+	log     *slog.Logger
+	logged  int
+	partial []byte
+	end     []byte
+}
+
+func (s *stderrLog) Write(p []byte) (int, error) {
+	s.end = append(s.end, p...)
+	if len(s.end) > 2*stderrTail {
+		s.end = append(s.end[:0], s.end[len(s.end)-stderrTail:]...)
+	}
+	s.partial = append(s.partial, p...)
+	for {
+		i := bytes.IndexByte(s.partial, '\n')
+		if i < 0 {
+			break
+		}
+		s.line(string(s.partial[:i]))
+		s.partial = s.partial[i+1:]
+	}
+	if len(s.partial) > 4<<10 { // a very long line: log it in pieces
+		s.line(string(s.partial))
+		s.partial = s.partial[:0]
+	}
+	return len(p), nil
+}
+
+func (s *stderrLog) line(l string) {
+	if s.logged >= s.max {
+		return
+	}
+	s.logged += len(l) + 1
+	if s.logged >= s.max {
+		s.log.Info("rota worker: command stderr", "line", l+" …(stderr log truncated)")
+		return
+	}
+	s.log.Info("rota worker: command stderr", "line", l)
+}
+
+func (s *stderrLog) flush() {
+	if len(s.partial) > 0 {
+		s.line(string(s.partial))
+		s.partial = nil
+	}
+}
+
+// tail is the end of the standard error, at most stderrTail bytes.
+func (s *stderrLog) tail() string {
+	b := s.end
+	if len(b) > stderrTail {
+		b = b[len(b)-stderrTail:]
+	}
+	return strings.TrimRight(string(b), "\r\n")
+}
+
+func workerHeader() []string {
+	return []string{"ID", "STATUS", "KINDS", "RUNNING", "ADDRESS", "LAST_SEEN", "STOP_REQUESTED"}
+}
+
+func workerRow(t *table, w *rota.Worker) {
+	t.row(w.ID, w.Status, w.Kinds, w.Running, w.Address, w.LastSeen, w.StopRequested)
+}
+
+func newWorkerListCmd(env Env) *cobra.Command {
+	o := &apiOpts{env: env}
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the workers the server has seen",
+		Long: `List the workers the server has seen: active (seen recently), lost (silent for
+longer than their liveness window) or stopped (asked to stop and holding no runs).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.prepare(cmd); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				return o.call(cmd.Context(), c, http.MethodGet, "/api/workers", nil)
+			}
+			ws, err := c.ListWorkers(cmd.Context())
+			if err != nil {
+				return o.fail(err)
+			}
+			t := newTable(env.Stdout, workerHeader()...)
+			for i := range ws {
+				workerRow(t, &ws[i])
+			}
+			return t.flush()
+		},
+	}
+	addAPIFlags(cmd, o, true)
+	annotateEnv(cmd)
+	return cmd
+}
+
+func newWorkerStopCmd(env Env) *cobra.Command {
+	o := &apiOpts{env: env}
+	cmd := &cobra.Command{
+		Use:   "stop WORKER_ID",
+		Short: "Ask a worker to stop (drain)",
+		Long: `Ask a worker to stop: it gets no more work, learns it at its next claim or
+heartbeat, lets its running tasks finish within its grace period, hands the rest back
+and exits. Exit code 3 if the server never saw that worker.`,
+		Args: exactArgs("WORKER_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.prepare(cmd); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			if o.json() {
+				return o.call(cmd.Context(), c, http.MethodPost, "/api/workers/"+pathEscape(args[0])+"/stop", nil)
+			}
+			w, err := c.StopWorker(cmd.Context(), args[0])
+			if err != nil {
+				return o.fail(err)
+			}
+			t := newTable(env.Stdout, workerHeader()...)
+			workerRow(t, w)
+			return t.flush()
+		},
+	}
+	addAPIFlags(cmd, o, true)
+	annotateEnv(cmd)
+	return cmd
+}

@@ -1,0 +1,142 @@
+package rotaclient
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/rotahq/rota"
+)
+
+// ListKinds returns every known kind with its settings, by name (GET
+// /api/kinds).
+func (c *Client) ListKinds(ctx context.Context) ([]rota.Kind, error) {
+	var out struct {
+		Kinds []kindWire `json:"kinds"`
+	}
+	if err := c.Do(ctx, http.MethodGet, "/api/kinds", nil, &out); err != nil {
+		return nil, err
+	}
+	ks := make([]rota.Kind, len(out.Kinds))
+	for i := range out.Kinds {
+		ks[i] = out.Kinds[i].kind()
+	}
+	return ks, nil
+}
+
+func (c *Client) kindCall(ctx context.Context, method, path string, in any) (*rota.Kind, error) {
+	var w kindWire
+	if err := c.Do(ctx, method, path, in, &w); err != nil {
+		return nil, err
+	}
+	k := w.kind()
+	return &k, nil
+}
+
+// GetKind returns one kind's settings (GET /api/kinds/{kind}); an unknown
+// kind gives an error matching rota.ErrNotFound.
+func (c *Client) GetKind(ctx context.Context, name string) (*rota.Kind, error) {
+	return c.kindCall(ctx, http.MethodGet, "/api/kinds/"+escape(name), nil)
+}
+
+// KindSettings changes a kind's settings; nil fields keep their value.
+type KindSettings struct {
+	// PriorityFactor is f in the f²:f:1 weighted rounds of high, mid and low.
+	PriorityFactor *int `json:"priority_factor,omitempty"`
+	// Paused kinds accept tasks but hand none out.
+	Paused *bool `json:"paused,omitempty"`
+	// MaxRunning caps the kind's running runs cluster-wide; 0 means no cap.
+	MaxRunning *int `json:"max_running,omitempty"`
+	// Rate limits run starts per second; 0 means no limit.
+	Rate *float64 `json:"rate,omitempty"`
+	// RetentionSeconds deletes finished tasks older than this; 0 keeps them.
+	RetentionSeconds *int `json:"retention_seconds,omitempty"`
+}
+
+// SetKind creates or changes a kind (PUT /api/kinds/{kind}) and returns its
+// new settings.
+func (c *Client) SetKind(ctx context.Context, name string, s KindSettings) (*rota.Kind, error) {
+	return c.kindCall(ctx, http.MethodPut, "/api/kinds/"+escape(name), s)
+}
+
+// PauseKind stops handing out tasks of a kind (POST
+// /api/kinds/{kind}/pause); running tasks go on and new ones are accepted.
+func (c *Client) PauseKind(ctx context.Context, name string) (*rota.Kind, error) {
+	return c.kindCall(ctx, http.MethodPost, "/api/kinds/"+escape(name)+"/pause", nil)
+}
+
+// ResumeKind hands out a paused kind's tasks again (POST
+// /api/kinds/{kind}/resume).
+func (c *Client) ResumeKind(ctx context.Context, name string) (*rota.Kind, error) {
+	return c.kindCall(ctx, http.MethodPost, "/api/kinds/"+escape(name)+"/resume", nil)
+}
+
+// ListWorkers returns every worker the server has seen, with its status
+// (GET /api/workers).
+func (c *Client) ListWorkers(ctx context.Context) ([]rota.Worker, error) {
+	var out struct {
+		Workers []workerWire `json:"workers"`
+	}
+	if err := c.Do(ctx, http.MethodGet, "/api/workers", nil, &out); err != nil {
+		return nil, err
+	}
+	ws := make([]rota.Worker, len(out.Workers))
+	for i := range out.Workers {
+		ws[i] = out.Workers[i].worker()
+	}
+	return ws, nil
+}
+
+// StopWorker asks a worker to drain (POST /api/workers/{id}/stop): it gets
+// no new work, its next claim or heartbeat tells it to stop, and it
+// finishes or hands back what it runs. It returns the worker as the server
+// now sees it; an unknown worker gives an error matching rota.ErrNotFound.
+func (c *Client) StopWorker(ctx context.Context, id string) (*rota.Worker, error) {
+	var w workerWire
+	if err := c.Do(ctx, http.MethodPost, "/api/workers/"+escape(id)+"/stop", nil, &w); err != nil {
+		return nil, err
+	}
+	wk := w.worker()
+	return &wk, nil
+}
+
+// Stats is a snapshot of the queue (GET /api/stats).
+type Stats struct {
+	// Kinds are the per-kind counts, by kind name.
+	Kinds []KindStats `json:"kinds"`
+	// Totals counts every task by status.
+	Totals map[rota.Status]int `json:"totals"`
+}
+
+// KindStats are one kind's counts.
+type KindStats struct {
+	// Kind is the kind's name.
+	Kind string `json:"kind"`
+	// Counts maps each status to its number of tasks.
+	Counts map[rota.Status]int `json:"counts"`
+	// OldestWaitingSeconds is the age of the oldest task waiting to be
+	// claimed; 0 when none waits.
+	OldestWaitingSeconds float64 `json:"oldest_waiting_seconds"`
+	// Paused tells whether the kind hands out no tasks.
+	Paused bool `json:"paused"`
+}
+
+// Stats returns task counts by kind and status (GET /api/stats).
+func (c *Client) Stats(ctx context.Context) (*Stats, error) {
+	var out Stats
+	if err := c.Do(ctx, http.MethodGet, "/api/stats", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Health reports whether the server process answers (GET /api/healthz).
+func (c *Client) Health(ctx context.Context) error {
+	return c.Do(ctx, http.MethodGet, "/api/healthz", nil, nil)
+}
+
+// Ready reports whether the server can serve requests, its store included
+// (GET /api/readyz); a server that is not ready gives an error matching
+// rota.ErrUnavailable.
+func (c *Client) Ready(ctx context.Context) error {
+	return c.Do(ctx, http.MethodGet, "/api/readyz", nil, nil)
+}

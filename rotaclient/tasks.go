@@ -1,0 +1,285 @@
+package rotaclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/rotahq/rota"
+)
+
+// TaskParams describes a task to submit. Kind is required; every other
+// field left at its zero value takes the server's default.
+type TaskParams struct {
+	// Kind names the handler that runs the task (rota.KindPattern).
+	Kind string
+	// Priority is high, mid or low; "" lets the server choose (mid).
+	Priority rota.Priority
+	// Payload is the task's JSON payload (the API's "task" field), handed to
+	// the worker as submitted. It is encoded with encoding/json; a
+	// json.RawMessage is sent as is. Nil sends {} (the API requires a
+	// value other than null).
+	Payload any
+	// Key makes the submit idempotent: while an unfinished task of the same
+	// kind has this key, submitting again returns that task (Existing).
+	Key string
+	// RunAt is the earliest time the task may run (sent in whole unix
+	// seconds). Zero means now, or Delay from now.
+	RunAt time.Time
+	// Delay postpones the task by this long from the server's now (sent in
+	// whole seconds, rounded up). Use RunAt or Delay, not both.
+	Delay time.Duration
+	// MaxRetries is the number of failed runs tolerated before the task
+	// fails; nil means the server default (3). new(0) means no retry.
+	MaxRetries *int
+	// TimeoutSeconds limits each run; 0 means no limit.
+	TimeoutSeconds int
+	// HeartbeatTimeoutSeconds is the lease length a worker's heartbeats
+	// renew; 0 means the server default (30).
+	HeartbeatTimeoutSeconds int
+	// Workers is how many distinct workers must each run the task
+	// successfully; 0 means 1.
+	Workers int
+	// WorkerIDs, when not empty, are the only workers allowed to run it.
+	WorkerIDs []string
+}
+
+// taskParamsWire is TaskParams as the API reads it.
+type taskParamsWire struct {
+	Kind                    string          `json:"kind"`
+	Priority                rota.Priority   `json:"priority,omitempty"`
+	Task                    json.RawMessage `json:"task"`
+	Key                     string          `json:"key,omitempty"`
+	RunAt                   int64           `json:"run_at,omitempty"`
+	DelaySeconds            int64           `json:"delay_seconds,omitempty"`
+	MaxRetries              *int            `json:"max_retries,omitempty"`
+	TimeoutSeconds          int             `json:"timeout_seconds,omitempty"`
+	HeartbeatTimeoutSeconds int             `json:"heartbeat_timeout_seconds,omitempty"`
+	Workers                 int             `json:"workers,omitempty"`
+	WorkerIDs               []string        `json:"worker_ids,omitempty"`
+}
+
+func (p *TaskParams) wire() (taskParamsWire, error) {
+	var payload json.RawMessage
+	switch v := p.Payload.(type) {
+	case json.RawMessage:
+		payload = v
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return taskParamsWire{}, &rota.Error{Code: rota.CodeInvalid, Field: "task", Message: fmt.Sprintf("field %q: encode payload: %v", "task", err)}
+		}
+		payload = b
+	}
+	if len(payload) == 0 || string(payload) == "null" && p.Payload == nil {
+		payload = json.RawMessage("{}")
+	}
+	w := taskParamsWire{
+		Kind: p.Kind, Priority: p.Priority, Task: payload, Key: p.Key, RunAt: unixSeconds(p.RunAt),
+		MaxRetries: p.MaxRetries, TimeoutSeconds: p.TimeoutSeconds, HeartbeatTimeoutSeconds: p.HeartbeatTimeoutSeconds,
+		Workers: p.Workers, WorkerIDs: p.WorkerIDs,
+	}
+	if p.Delay > 0 {
+		w.DelaySeconds = int64((p.Delay + time.Second - 1) / time.Second)
+	}
+	return w, nil
+}
+
+// SubmitResult is the outcome of one submit.
+type SubmitResult struct {
+	// TaskID is the new task's id, or the existing task's when Existing.
+	TaskID string `json:"task_id"`
+	// Existing is true when an unfinished task with the same kind and key
+	// was found and nothing new was stored.
+	Existing bool `json:"existing"`
+}
+
+// Submit stores a new task (POST /api/tasks). Invalid parameters give a
+// *rota.Error matching rota.ErrInvalid whose Field names the culprit.
+func (c *Client) Submit(ctx context.Context, p TaskParams) (SubmitResult, error) {
+	w, err := p.wire()
+	if err != nil {
+		return SubmitResult{}, err
+	}
+	var out SubmitResult
+	err = c.Do(ctx, http.MethodPost, "/api/tasks", w, &out)
+	return out, err
+}
+
+// SubmitBatch stores several tasks in one transaction (POST
+// /api/tasks/batch): either all are stored or, on error, none. Results are
+// in the order of ps.
+func (c *Client) SubmitBatch(ctx context.Context, ps []TaskParams) ([]SubmitResult, error) {
+	ws := make([]taskParamsWire, len(ps))
+	for i := range ps {
+		w, err := ps[i].wire()
+		if err != nil {
+			if e, ok := err.(*rota.Error); ok {
+				e.Field = fmt.Sprintf("tasks[%d].%s", i, e.Field)
+				e.Message = fmt.Sprintf("tasks[%d]: %s", i, e.Message)
+			}
+			return nil, err
+		}
+		ws[i] = w
+	}
+	var out struct {
+		Results []SubmitResult `json:"results"`
+	}
+	if err := c.Do(ctx, http.MethodPost, "/api/tasks/batch", map[string]any{"tasks": ws}, &out); err != nil {
+		return nil, err
+	}
+	return out.Results, nil
+}
+
+// GetTask returns a task with its runs, oldest first (GET /api/tasks/{id}).
+// An unknown id gives an error matching rota.ErrNotFound.
+func (c *Client) GetTask(ctx context.Context, id string) (*rota.Task, error) {
+	return c.taskCall(ctx, http.MethodGet, "/api/tasks/"+escape(id), nil)
+}
+
+func (c *Client) taskCall(ctx context.Context, method, path string, in any) (*rota.Task, error) {
+	var w taskWire
+	if err := c.Do(ctx, method, path, in, &w); err != nil {
+		return nil, err
+	}
+	t := w.task()
+	return &t, nil
+}
+
+// ListParams filters and pages ListTasks. Zero fields do not filter.
+type ListParams struct {
+	// Kind keeps the tasks of this kind.
+	Kind string
+	// Status keeps the tasks in this status.
+	Status rota.Status
+	// Key keeps the tasks with this idempotency key.
+	Key string
+	// Limit is the page size; 0 means the server's default.
+	Limit int
+	// Cursor continues after a previous page (its NextCursor).
+	Cursor string
+}
+
+// Encode returns the query string of GET /api/tasks for p, with its
+// leading "?" ("" when p filters nothing), for use with Do.
+func (p ListParams) Encode() string {
+	q := url.Values{}
+	if p.Kind != "" {
+		q.Set("kind", p.Kind)
+	}
+	if p.Status != "" {
+		q.Set("status", string(p.Status))
+	}
+	if p.Key != "" {
+		q.Set("key", p.Key)
+	}
+	if p.Limit > 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	if p.Cursor != "" {
+		q.Set("cursor", p.Cursor)
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+// TaskPage is one page of tasks, newest first, without their runs.
+type TaskPage struct {
+	// Tasks are the page's tasks, newest first.
+	Tasks []rota.Task
+	// NextCursor continues the listing; empty on the last page.
+	NextCursor string
+}
+
+// ListTasks returns one page of tasks (GET /api/tasks).
+func (c *Client) ListTasks(ctx context.Context, p ListParams) (*TaskPage, error) {
+	var out struct {
+		Tasks      []taskWire `json:"tasks"`
+		NextCursor string     `json:"next_cursor"`
+	}
+	if err := c.Do(ctx, http.MethodGet, "/api/tasks"+p.Encode(), nil, &out); err != nil {
+		return nil, err
+	}
+	page := &TaskPage{Tasks: make([]rota.Task, len(out.Tasks)), NextCursor: out.NextCursor}
+	for i := range out.Tasks {
+		page.Tasks[i] = out.Tasks[i].task()
+	}
+	return page, nil
+}
+
+// AllTasks iterates over every task that matches p, newest first, fetching
+// pages of p.Limit as the loop goes (starting at p.Cursor). An error ends
+// the iteration after being yielded once with a zero Task.
+//
+//	for t, err := range c.AllTasks(ctx, rotaclient.ListParams{Kind: "email"}) {
+//		if err != nil { return err }
+//		...
+//	}
+func (c *Client) AllTasks(ctx context.Context, p ListParams) iter.Seq2[rota.Task, error] {
+	return func(yield func(rota.Task, error) bool) {
+		for {
+			page, err := c.ListTasks(ctx, p)
+			if err != nil {
+				yield(rota.Task{}, err)
+				return
+			}
+			for _, t := range page.Tasks {
+				if !yield(t, nil) {
+					return
+				}
+			}
+			if page.NextCursor == "" || page.NextCursor == p.Cursor {
+				return
+			}
+			p.Cursor = page.NextCursor
+		}
+	}
+}
+
+// RunAgain submits a copy of a task as a new task and returns the new id
+// (POST /api/tasks/run_again/{id}).
+func (c *Client) RunAgain(ctx context.Context, id string) (string, error) {
+	var out struct {
+		TaskID string `json:"task_id"`
+	}
+	if err := c.Do(ctx, http.MethodPost, "/api/tasks/run_again/"+escape(id), nil, &out); err != nil {
+		return "", err
+	}
+	return out.TaskID, nil
+}
+
+// StopTask cancels a task (POST /api/tasks/stop/{id}): a waiting task ends
+// CANCELED at once; a running one is asked to stop through its runs'
+// heartbeats and ends CANCELED when they end. A finished task gives an
+// error matching rota.ErrConflict.
+func (c *Client) StopTask(ctx context.Context, id string) (*rota.Task, error) {
+	return c.taskCall(ctx, http.MethodPost, "/api/tasks/stop/"+escape(id), nil)
+}
+
+// UpdateParams changes the options of an unfinished task; nil fields are
+// left as they are.
+type UpdateParams struct {
+	// Priority moves the task to another level.
+	Priority *rota.Priority `json:"priority,omitempty"`
+	// WorkerIDs narrows or widens the workers allowed to run the task; a
+	// pointer to an empty slice allows any worker.
+	WorkerIDs *[]string `json:"worker_ids,omitempty"`
+	// HeartbeatTimeoutSeconds changes the lease length from the next
+	// heartbeat on.
+	HeartbeatTimeoutSeconds *int `json:"heartbeat_timeout_seconds,omitempty"`
+	// MaxRetries changes the number of failed runs tolerated.
+	MaxRetries *int `json:"max_retries,omitempty"`
+}
+
+// UpdateTask changes a task's options (PATCH /api/tasks/{id}). A finished
+// task gives an error matching rota.ErrConflict.
+func (c *Client) UpdateTask(ctx context.Context, id string, p UpdateParams) (*rota.Task, error) {
+	return c.taskCall(ctx, http.MethodPatch, "/api/tasks/"+escape(id), p)
+}
