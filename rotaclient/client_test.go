@@ -396,11 +396,11 @@ func TestWorkerProtocolEndToEnd(t *testing.T) {
 	if time.Since(start) > 2*time.Second {
 		t.Errorf("claim of a ready task took %v", time.Since(start))
 	}
-	hb, err := c.Heartbeat(ctx, r.RunID, "w")
+	hb, err := c.Heartbeat(ctx, r.RunID, "w", "")
 	if err != nil || hb.Stop || hb.Drain || hb.LeaseExpiresAt.Before(time.Now().Add(28*time.Second)) {
 		t.Errorf("heartbeat = %+v, %v", hb, err)
 	}
-	if _, err := c.Heartbeat(ctx, r.RunID, "intruder"); !errors.Is(err, rota.ErrLeaseLost) {
+	if _, err := c.Heartbeat(ctx, r.RunID, "intruder", ""); !errors.Is(err, rota.ErrLeaseLost) {
 		t.Errorf("heartbeat by another worker: %v", err)
 	}
 	if err := c.Fail(ctx, r.RunID, rotaclient.FailParams{WorkerID: "w", Message: "boom"}); err != nil {

@@ -137,7 +137,7 @@ func ExampleClient_Claim() {
 		log.Fatal(err)
 	}
 	for _, run := range claim.Runs {
-		if hb, err := c.Heartbeat(ctx, run.RunID, "w1"); err != nil || hb.Stop {
+		if hb, err := c.Heartbeat(ctx, run.RunID, "w1", ""); err != nil || hb.Stop {
 			continue // lease lost or asked to stop: abandon the run
 		}
 		err := c.Succeed(ctx, run.RunID, rotaclient.SucceedParams{WorkerID: "w1", Message: "sent " + string(run.Payload)})

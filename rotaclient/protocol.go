@@ -76,20 +76,42 @@ type HeartbeatResult struct {
 	// LeaseExpiresAt is the lease's new end by the server's clock, in
 	// whole seconds (zero if the server does not send it).
 	LeaseExpiresAt time.Time `json:"-"`
+	// HeartbeatTimeout is the task's current lease length (it may have been
+	// changed since the claim); zero if the server does not send it.
+	HeartbeatTimeout time.Duration `json:"-"`
 }
 
-// Heartbeat renews a run's lease (POST /api/runs/{run_id}/heartbeat). An
-// error matching rota.ErrLeaseLost (or rota.ErrNotFound) means the run is no
+// Heartbeat renews a run's lease (POST /api/runs/{run_id}/heartbeat),
+// recording message (optional) as the run's progress note. An error
+// matching rota.ErrLeaseLost (or rota.ErrNotFound) means the run is no
 // longer this worker's: abandon it without reporting.
-func (c *Client) Heartbeat(ctx context.Context, runID, workerID string) (HeartbeatResult, error) {
+func (c *Client) Heartbeat(ctx context.Context, runID, workerID, message string) (HeartbeatResult, error) {
 	var out struct {
-		Stop           bool     `json:"stop"`
-		Drain          bool     `json:"drain"`
-		LeaseExpiresAt unixTime `json:"lease_expires_at"`
+		Stop             bool     `json:"stop"`
+		Drain            bool     `json:"drain"`
+		LeaseExpiresAt   unixTime `json:"lease_expires_at"`
+		HeartbeatTimeout int      `json:"heartbeat_timeout_seconds"`
 	}
-	err := c.Do(ctx, http.MethodPost, "/api/runs/"+escape(runID)+"/heartbeat",
-		map[string]string{"worker_id": workerID}, &out)
-	return HeartbeatResult{Stop: out.Stop, Drain: out.Drain, LeaseExpiresAt: out.LeaseExpiresAt.Time}, err
+	in := struct {
+		WorkerID string `json:"worker_id"`
+		Message  string `json:"message,omitempty"`
+	}{workerID, message}
+	err := c.Do(ctx, http.MethodPost, "/api/runs/"+escape(runID)+"/heartbeat", in, &out)
+	return HeartbeatResult{Stop: out.Stop, Drain: out.Drain, LeaseExpiresAt: out.LeaseExpiresAt.Time,
+		HeartbeatTimeout: time.Duration(out.HeartbeatTimeout) * time.Second}, err
+}
+
+// Release hands a run back unfinished (POST /api/runs/{run_id}/release), as
+// a worker that stops gracefully does: the run ends CANCELED, nothing
+// counts against the task's retries, and another worker can claim it at
+// once. An error matching rota.ErrLeaseLost means the run was no longer this
+// worker's.
+func (c *Client) Release(ctx context.Context, runID, workerID, message string) error {
+	in := struct {
+		WorkerID string `json:"worker_id"`
+		Message  string `json:"message,omitempty"`
+	}{workerID, message}
+	return c.Do(ctx, http.MethodPost, "/api/runs/"+escape(runID)+"/release", in, nil)
 }
 
 // SucceedParams reports a successful run.

@@ -91,8 +91,8 @@ func (t *Task[T]) outputs() (json.RawMessage, string) {
 }
 
 // Progress tells the server the handler is still working: it heartbeats the
-// run at once (msg is logged at debug level; the heartbeat API carries no
-// message). It returns nil when the lease was renewed, ErrTaskStopped when
+// run at once, with msg as the run's progress note (shown as its message;
+// "" leaves it). It returns nil when the lease was renewed, ErrTaskStopped when
 // the task must stop, an error matching rota.ErrLeaseLost when the run is
 // no longer this worker's (the handler's context is then cancelled too), or
 // a transport error.
@@ -110,12 +110,12 @@ type runState struct {
 	kh        *kindHandler
 	claimed   rota.ClaimedRun
 	log       *slog.Logger
-	hbTimeout time.Duration
+	hbTimeout time.Duration // at claim time; the run loop follows later changes
 	interval  time.Duration // heartbeat period: a third of hbTimeout
 	claimSent time.Time     // the lease started no earlier than this
 
-	beatReq  chan chan error // Progress asks the run loop for a heartbeat
-	loopDone chan struct{}   // closed when execute returns
+	beatReq  chan beatRequest // Progress asks the run loop for a heartbeat
+	loopDone chan struct{}    // closed when execute returns
 
 	// Set once by newTask, before the handler runs; read after it returned.
 	outputs func() (json.RawMessage, string)
@@ -129,7 +129,7 @@ func newRunState(w *Worker, kh *kindHandler, cr rota.ClaimedRun, sent time.Time)
 	return &runState{
 		w: w, kh: kh, claimed: cr, hbTimeout: hb, interval: max(hb/3, 20*time.Millisecond), claimSent: sent,
 		log:     w.log.With("kind", cr.Kind, "task_id", cr.TaskID, "run_id", cr.RunID),
-		beatReq: make(chan chan error), loopDone: make(chan struct{}),
+		beatReq: make(chan beatRequest), loopDone: make(chan struct{}),
 	}
 }
 
@@ -164,10 +164,11 @@ func (st *runState) execute(base context.Context) {
 	ticker := time.NewTicker(st.interval)
 	defer ticker.Stop()
 	var (
-		lease   = st.claimSent.Add(st.hbTimeout) // our view of the lease's end
-		lost    bool                             // the run is no longer ours
-		cause   error                            // why the handler was cancelled
-		waitT   *time.Timer                      // CancelWait after the cancellation
+		hb      = st.hbTimeout         // the task's lease length; a heartbeat reply may change it
+		lease   = st.claimSent.Add(hb) // our view of the lease's end
+		lost    bool                   // the run is no longer ours
+		cause   error                  // why the handler was cancelled
+		waitT   *time.Timer            // CancelWait after the cancellation
 		waitC   <-chan time.Time
 		ctxDone = ctx.Done()
 		abandon = st.w.abandon
@@ -187,18 +188,23 @@ func (st *runState) execute(base context.Context) {
 			waitT.Stop()
 		}
 	}()
-	beat := func() error {
+	beat := func(msg string) error {
 		if lost {
 			return context.Cause(ctx)
 		}
 		sent := time.Now()
 		hctx, c := context.WithDeadline(base, lease)
-		res, err := st.w.client.Heartbeat(hctx, st.claimed.RunID, st.w.cfg.ID)
+		res, err := st.w.client.Heartbeat(hctx, st.claimed.RunID, st.w.cfg.ID, msg)
 		c()
 		st.log.Debug("rotaworker: heartbeat", "took", time.Since(sent), "err", err)
 		switch {
 		case err == nil:
-			lease = sent.Add(st.hbTimeout)
+			if res.HeartbeatTimeout > 0 && res.HeartbeatTimeout != hb {
+				// The task's heartbeat timeout was changed: follow it.
+				hb = res.HeartbeatTimeout
+				ticker.Reset(max(hb/3, 20*time.Millisecond))
+			}
+			lease = sent.Add(hb)
 			if res.Drain {
 				st.log.Info("rotaworker: the server asked this worker to stop")
 				st.w.graceful()
@@ -219,7 +225,7 @@ func (st *runState) execute(base context.Context) {
 			return err
 		case !time.Now().Before(lease):
 			lost = true
-			err = fmt.Errorf("%w: no heartbeat acknowledged within %s (last error: %v)", rota.ErrLeaseLost, st.hbTimeout, err)
+			err = fmt.Errorf("%w: no heartbeat acknowledged within %s (last error: %v)", rota.ErrLeaseLost, hb, err)
 			cancelWith(err)
 			return err
 		}
@@ -238,10 +244,10 @@ func (st *runState) execute(base context.Context) {
 			return
 		case <-ticker.C:
 			if !lost {
-				beat()
+				beat("")
 			}
-		case reply := <-st.beatReq:
-			reply <- beat()
+		case req := <-st.beatReq:
+			req.reply <- beat(req.msg)
 		case <-abandon:
 			abandon = nil
 			cancelWith(ErrWorkerStopping)
@@ -258,20 +264,23 @@ func (st *runState) execute(base context.Context) {
 }
 
 // progress heartbeats at once through the run loop.
+// beatRequest asks the run loop for a heartbeat now, with a progress note.
+type beatRequest struct {
+	msg   string
+	reply chan error
+}
+
 func (st *runState) progress(ctx context.Context, msg string) error {
-	if msg != "" {
-		st.log.Debug("rotaworker: progress", "message", msg)
-	}
-	reply := make(chan error, 1)
+	req := beatRequest{msg: msg, reply: make(chan error, 1)}
 	select {
-	case st.beatReq <- reply:
+	case st.beatReq <- req:
 	case <-st.loopDone:
 		return fmt.Errorf("rotaworker: progress after the run ended")
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
 	select {
-	case err := <-reply:
+	case err := <-req.reply:
 		return err
 	case <-ctx.Done():
 		return context.Cause(ctx)
@@ -316,7 +325,13 @@ func (st *runState) finish(base context.Context, lease time.Time, err error, cau
 		noRetry := IsNoRetry(err)
 		switch {
 		case errors.Is(cause, ErrWorkerStopping):
-			msg, noRetry = "worker "+id+" stopped before the run finished: "+msg, false
+			// Hand the run back: another worker takes it at once and the
+			// task's retries are not spent.
+			msg = "worker " + id + " stopped before the run finished: " + msg
+			st.send(base, lease, "release", func(ctx context.Context) error {
+				return st.w.client.Release(ctx, runID, id, capMessage(msg))
+			})
+			return
 		case errors.Is(cause, ErrTaskStopped):
 			msg = "stopped: " + msg
 		}

@@ -24,8 +24,8 @@
 //     matches rota.ErrLeaseLost; the run is abandoned without a report,
 //     the server has already given it up),
 //   - the worker stops and the grace period is over (cause
-//     [ErrWorkerStopping]; the run is reported failed with retry so that
-//     another worker takes it at once).
+//     [ErrWorkerStopping]; the run is released — handed back unfinished,
+//     no retry spent — so that another worker takes it at once).
 //
 // Each is noticed within one heartbeat interval. A handler should return
 // soon after its context is done; one that does not is waited for up to
@@ -36,8 +36,8 @@
 // # Stopping
 //
 // [Worker.Stop] is a graceful stop: claim nothing more, let running
-// handlers finish until Stop's ctx is done, then cancel the rest and fail
-// their runs with retry. A remote stop (the server answers a claim or a
+// handlers finish until Stop's ctx is done, then cancel the rest and
+// release their runs (another worker takes them at once; no retry is spent). A remote stop (the server answers a claim or a
 // heartbeat with drain, after `rota worker stop ID` or POST
 // /api/workers/{id}/stop) and the cancellation of Run's ctx do the same with
 // Config.Grace as the grace period, after which Run returns.
@@ -376,8 +376,8 @@ func (w *Worker) markStopped() bool {
 
 // Stop stops the worker gracefully: it claims nothing more and waits for
 // the running handlers to finish. When ctx is done first, it cancels the
-// remaining handlers, reports their runs failed with retry (so that another
-// worker takes them at once), waits for Run to return and returns
+// remaining handlers, releases their runs (so that another worker takes
+// them at once, without spending a retry), waits for Run to return and returns
 // ctx.Err(). It returns nil once Run has returned after every handler
 // finished, and at once if Run was not started (Run will then return
 // without claiming). Calling it again, or after StopAndCancel, waits in the
@@ -399,9 +399,8 @@ func (w *Worker) Stop(ctx context.Context) error {
 }
 
 // StopAndCancel stops the worker at once: it claims nothing more, cancels
-// every running handler (cause ErrWorkerStopping) and reports their runs
-// failed with retry (a handler that returns nil in time is reported as a
-// success). It waits for Run to return or ctx to be done, whichever is
+// every running handler (cause ErrWorkerStopping) and releases their runs
+// (a handler that returns nil in time is reported as a success). It waits for Run to return or ctx to be done, whichever is
 // first, and returns ctx.Err() in the latter case.
 func (w *Worker) StopAndCancel(ctx context.Context) error {
 	if !w.markStopped() {

@@ -516,7 +516,7 @@ func TestGracefulStopHandsOverAtOnce(t *testing.T) {
 	}
 }
 
-func TestStopAndCancelFailsRunsWithRetry(t *testing.T) {
+func TestStopAndCancelReleasesRuns(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	w := rotaworker.New(b.config(t, "w-hard"))
@@ -548,7 +548,8 @@ func TestStopAndCancelFailsRunsWithRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if task.Status != rota.StatusScheduled || len(task.Runs) != 1 || task.Runs[0].Status != rota.StatusFailed {
+	// Released, not failed: the task is claimable at once and no retry is spent.
+	if task.Status != rota.StatusScheduled || len(task.Runs) != 1 || task.Runs[0].Status != rota.StatusCanceled {
 		t.Errorf("task %s, runs %+v", task.Status, task.Runs)
 	}
 }
@@ -677,7 +678,7 @@ func TestHandlerIgnoringCancellation(t *testing.T) {
 		t.Fatal(err)
 	}
 	task, _ := b.client.GetTask(b.ctx, id)
-	if len(task.Runs) != 1 || task.Runs[0].Status != rota.StatusFailed || !strings.Contains(task.Runs[0].Message, "did not return") {
+	if len(task.Runs) != 1 || task.Runs[0].Status != rota.StatusCanceled || !strings.Contains(task.Runs[0].Message, "did not return") {
 		t.Errorf("runs %+v", task.Runs)
 	}
 }

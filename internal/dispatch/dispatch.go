@@ -403,8 +403,8 @@ func (d *Dispatcher) emitTaskByID(ctx context.Context, id string) {
 }
 
 // Heartbeat renews a run's lease.
-func (d *Dispatcher) Heartbeat(ctx context.Context, runID, workerID string) (store.RunHeartbeatResult, error) {
-	res, err := d.cfg.Store.RunHeartbeat(ctx, store.RunHeartbeatParams{RunID: runID, WorkerID: workerID, Now: d.cfg.Clock.Now()})
+func (d *Dispatcher) Heartbeat(ctx context.Context, runID, workerID, message string) (store.RunHeartbeatResult, error) {
+	res, err := d.cfg.Store.RunHeartbeat(ctx, store.RunHeartbeatParams{RunID: runID, WorkerID: workerID, Message: message, Now: d.cfg.Clock.Now()})
 	d.afterExpiry(err)
 	return res, err
 }

@@ -21,6 +21,7 @@ func (a *API) mountWorkers(mux *http.ServeMux) {
 	mount(a, mux, "POST /api/runs/{run_id}/heartbeat", bodyRequired, a.runHeartbeat)
 	mount(a, mux, "POST /api/runs/{run_id}/succeed", bodyRequired, a.runSucceed)
 	mount(a, mux, "POST /api/runs/{run_id}/fail", bodyRequired, a.runFail)
+	mount(a, mux, "POST /api/runs/{run_id}/release", bodyRequired, a.runRelease)
 }
 
 // claimRequest is the body of POST /api/workers/claim.
@@ -109,22 +110,40 @@ func (r *runRequest) validate(*API) error {
 	return checkName("worker_id", r.WorkerID, maxIDLen)
 }
 
+// heartbeatRequest is the body of POST /api/runs/{run_id}/heartbeat.
+type heartbeatRequest struct {
+	runRequest
+	Message string `json:"message"` // optional progress note, shown as the run's message
+}
+
+func (h *heartbeatRequest) validate(a *API) error {
+	if err := h.runRequest.validate(a); err != nil {
+		return err
+	}
+	h.Message = truncateMessage(h.Message)
+	return nil
+}
+
 // heartbeatResponse is the data of POST /api/runs/{run_id}/heartbeat.
 type heartbeatResponse struct {
 	Stop           bool  `json:"stop"`             // stop this run now and report it
 	Drain          bool  `json:"drain"`            // the worker was asked to stop
 	LeaseExpiresAt int64 `json:"lease_expires_at"` // unix seconds
+	// HeartbeatTimeoutSeconds is the task's current lease length: a worker
+	// heartbeats at a third of it (it may have been changed by PATCH).
+	HeartbeatTimeoutSeconds int `json:"heartbeat_timeout_seconds"`
 }
 
 // runHeartbeat renews the lease of a run held by the worker.
 //
 // POST /api/runs/{run_id}/heartbeat
-func (a *API) runHeartbeat(ctx context.Context, req *runRequest) (*heartbeatResponse, error) {
-	res, err := a.disp.Heartbeat(ctx, req.runID, req.WorkerID)
+func (a *API) runHeartbeat(ctx context.Context, req *heartbeatRequest) (*heartbeatResponse, error) {
+	res, err := a.disp.Heartbeat(ctx, req.runID, req.WorkerID, req.Message)
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
 	}
-	return &heartbeatResponse{Stop: res.Stop, Drain: res.Drain, LeaseExpiresAt: unix(res.LeaseExpiresAt)}, nil
+	return &heartbeatResponse{Stop: res.Stop, Drain: res.Drain, LeaseExpiresAt: unix(res.LeaseExpiresAt),
+		HeartbeatTimeoutSeconds: res.HeartbeatTimeoutSeconds}, nil
 }
 
 // succeedRequest is the body of POST /api/runs/{run_id}/succeed.
@@ -204,6 +223,35 @@ func (a *API) runFail(ctx context.Context, req *failRequest) (*reportResponse, e
 	})
 	if err != nil {
 		return nil, fmt.Errorf("report failure: %w", err)
+	}
+	return toReportResponse(t, req.runID), nil
+}
+
+// releaseRequest is the body of POST /api/runs/{run_id}/release.
+type releaseRequest struct {
+	runRequest
+	Message string `json:"message"`
+}
+
+func (r *releaseRequest) validate(a *API) error {
+	if err := r.runRequest.validate(a); err != nil {
+		return err
+	}
+	r.Message = truncateMessage(r.Message)
+	return nil
+}
+
+// runRelease hands a run back unfinished (a worker stopping gracefully): the
+// run ends CANCELED, nothing counts against the task and it is claimable
+// again at once.
+//
+// POST /api/runs/{run_id}/release
+func (a *API) runRelease(ctx context.Context, req *releaseRequest) (*reportResponse, error) {
+	t, err := a.disp.Complete(ctx, store.RunCompleteParams{
+		RunID: req.runID, WorkerID: req.WorkerID, Release: true, Message: req.Message,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("release run: %w", err)
 	}
 	return toReportResponse(t, req.runID), nil
 }

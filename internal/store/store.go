@@ -254,6 +254,7 @@ type TaskClaimResult struct {
 type RunHeartbeatParams struct {
 	RunID    string
 	WorkerID string
+	Message  string // progress note recorded as the run's message ("" keeps it)
 	Now      time.Time
 }
 
@@ -262,6 +263,9 @@ type RunHeartbeatResult struct {
 	Stop           bool // stop this run (task stopped or worker no longer allowed)
 	Drain          bool // the worker was asked to stop
 	LeaseExpiresAt time.Time
+	// HeartbeatTimeoutSeconds is the task's current lease length, so that
+	// a changed heartbeat timeout reaches the running worker.
+	HeartbeatTimeoutSeconds int
 }
 
 // RunCompleteParams is a worker's report on its run.
@@ -272,7 +276,11 @@ type RunCompleteParams struct {
 	Message  string
 	Result   json.RawMessage // success only
 	Retry    bool            // failure only: false fails the task at once
-	Now      time.Time
+	// Release hands the run back unfinished (a worker stopping gracefully):
+	// the run ends CANCELED, nothing counts against the task, and it is
+	// claimable again at once. Success, Result and Retry are ignored.
+	Release bool
+	Now     time.Time
 	// Backoff gives the delay before retry number n (n = failed runs so
 	// far, ≥ 1). Nil means retry at once.
 	Backoff func(n int) time.Duration
@@ -372,3 +380,213 @@ type ExpiredError struct {
 
 func (e *ExpiredError) Error() string { return e.Err.Error() }
 func (e *ExpiredError) Unwrap() error { return e.Err }
+
+// ScheduleStore stores schedules and fires them (seed 003, 004). It is a
+// separate interface while backends implement it one by one; a server gets
+// it with st.(store.ScheduleStore).
+//
+// A schedule's runs are ordinary tasks (ScheduleID, FireTime set) plus three
+// schedule columns: the schedule attempt, the skip reason of SKIPPED runs
+// and a triggered flag. Each (schedule, fire time) pair yields at most one
+// run other than triggered ones: backends enforce it with a unique key, so
+// two engines racing, or a leader change, never double-fire.
+//
+// Every change of a schedule row increases its Version and is a
+// compare-and-set on the Version the caller read (rota.ErrConflict when it
+// moved). Configuration changes (insert, update, delete) also take a new
+// value of a store-wide revision counter, so that engines on any node can
+// load what changed since the revision they have (ScheduleLoad).
+type ScheduleStore interface {
+	// ScheduleInsert stores a new schedule as given (configuration and
+	// initial state, Version 1, CreatedAt = UpdatedAt = Now).
+	// rota.ErrConflict when an undeleted schedule has the same name.
+	ScheduleInsert(ctx context.Context, p ScheduleInsertParams) (*rota.Schedule, error)
+
+	// ScheduleGet returns a schedule; rota.ErrNotFound if there is none (or
+	// it was deleted).
+	ScheduleGet(ctx context.Context, id string) (*rota.Schedule, error)
+
+	// ScheduleGetByName returns the schedule of that name; rota.ErrNotFound
+	// if there is none.
+	ScheduleGetByName(ctx context.Context, name string) (*rota.Schedule, error)
+
+	// ScheduleList returns schedules by id, newest first, starting after
+	// Cursor (an id from a previous page). NextCursor is empty on the last
+	// page.
+	ScheduleList(ctx context.Context, p ScheduleListParams) (ScheduleListResult, error)
+
+	// ScheduleUpdate replaces the configuration and state of the schedule
+	// p.Schedule.ID with p.Schedule when its stored Version is
+	// p.Schedule.Version; the stored Version becomes Version + 1 and
+	// UpdatedAt Now. The caller computes the new state (see
+	// schedule.Arm: edits move HighWater to the edit time so that nothing
+	// fires retroactively). rota.ErrNotFound for an unknown schedule;
+	// rota.ErrConflict for a stale Version or a name taken by another
+	// schedule. Runs already stored are not touched.
+	ScheduleUpdate(ctx context.Context, p ScheduleUpdateParams) (*rota.Schedule, error)
+
+	// ScheduleDelete deletes a schedule. Its held runs (queued, never
+	// started) end CANCELED; other runs stay as they are, and its runs
+	// stay listed by ScheduleRuns. rota.ErrNotFound for an unknown schedule.
+	ScheduleDelete(ctx context.Context, p ScheduleDeleteParams) error
+
+	// ScheduleLoad returns the schedules whose configuration changed (were
+	// inserted or updated) after revision SinceRev and the ids of those
+	// deleted after it, with the current revision to pass next time.
+	// SinceRev 0 loads every schedule.
+	ScheduleLoad(ctx context.Context, sinceRev int64) (ScheduleLoadResult, error)
+
+	// ScheduleFire applies engine decisions, each atomically and in its own
+	// right (one item's failure does not undo another's): for each item it
+	// loads the schedule and checks Version (else the item's Err is
+	// rota.ErrConflict, or rota.ErrNotFound for a deleted schedule), loads
+	// the schedule's live run state, calls Decide with it inside the
+	// transaction, and applies the decision: inserts the new runs (ready
+	// runs as SCHEDULED tasks claimable at once, held runs as SCHEDULED
+	// tasks that no worker can claim until released, skipped runs directly
+	// as SKIPPED tasks with EndTime = Now and their reason), releases the
+	// held runs named (claimable from Now), writes the new state and
+	// increases the Version. A run whose (schedule, fire time) already
+	// exists is not inserted: it is reported in Duplicates and the rest of
+	// the decision still applies. Tasks to cancel are only echoed in the
+	// result: the caller stops them through the normal stop path. A store
+	// error (not Decide's, not a conflict) fails the call and nothing of it
+	// is applied. Results are in input order.
+	//
+	// Stores whose SupportsNotify is true notify the kinds of the tasks
+	// they made claimable, as TaskInsert does.
+	ScheduleFire(ctx context.Context, ps []ScheduleFireParams) ([]ScheduleFireResult, error)
+
+	// ScheduleTrigger inserts one triggered run (fire time Now, attempt 1,
+	// outside the series and the unique key) of the schedule, claimable at
+	// once, makes it the schedule's previous run (LastRunID) and increases
+	// the Version. rota.ErrNotFound for an unknown schedule.
+	ScheduleTrigger(ctx context.Context, p ScheduleTriggerParams) (*rota.ScheduleRun, error)
+
+	// ScheduleRuns lists a schedule's runs newest first (by fire time, then
+	// task id), optionally of one status, starting after Cursor (the
+	// NextCursor of a previous page). It does not check that the schedule
+	// exists.
+	ScheduleRuns(ctx context.Context, p ScheduleRunsParams) (ScheduleRunsResult, error)
+
+	// ScheduleOpenRuns returns the unfinished runs (SCHEDULED, held or not,
+	// and RUNNING) of each schedule named, oldest fire first. Schedules
+	// without any are absent from the map.
+	ScheduleOpenRuns(ctx context.Context, scheduleIDs []string) (map[string][]rota.ScheduleRun, error)
+
+	// ScheduleTargetKinds returns the kinds of the undeleted schedules that
+	// have a Target, sorted: the kinds Rota's HTTP executor claims.
+	ScheduleTargetKinds(ctx context.Context) ([]string, error)
+}
+
+// ScheduleInsertParams stores a new schedule. Validation and the initial
+// state are the caller's job; the store trusts these values.
+type ScheduleInsertParams struct {
+	Schedule rota.Schedule // ID set; Version, CreatedAt and UpdatedAt are ignored
+	Now      time.Time
+}
+
+// ScheduleListParams pages ScheduleList.
+type ScheduleListParams struct {
+	Cursor string // id of the last schedule of the previous page; "" = first page
+	Limit  int    // 1..1000 (default 100)
+}
+
+// ScheduleListResult is one page of schedules.
+type ScheduleListResult struct {
+	Schedules  []rota.Schedule
+	NextCursor string
+}
+
+// ScheduleUpdateParams replaces a schedule (compare-and-set on
+// Schedule.Version).
+type ScheduleUpdateParams struct {
+	Schedule rota.Schedule
+	Now      time.Time
+}
+
+// ScheduleDeleteParams deletes a schedule.
+type ScheduleDeleteParams struct {
+	ID  string
+	Now time.Time
+}
+
+// ScheduleLoadResult is what changed since a revision.
+type ScheduleLoadResult struct {
+	Schedules []rota.Schedule // inserted or updated, undeleted
+	Deleted   []string        // ids deleted
+	Rev       int64           // the revision this result is current at
+}
+
+// ScheduleRunState is a schedule's live state as ScheduleFire reads it
+// inside its transaction and hands to Decide.
+type ScheduleRunState struct {
+	Schedule rota.Schedule      // as stored (Version is the params' Version)
+	Open     []rota.ScheduleRun // unfinished runs, oldest fire first (then by task id)
+	Last     *rota.ScheduleRun  // the run named by Schedule.LastRunID (finished or not); nil if none
+	PlanRun  *rota.ScheduleRun  // the run named by Schedule.PlanRunID; nil if none
+}
+
+// ScheduleFireParams asks ScheduleFire to apply the decision of Decide to
+// one schedule, if its Version is still Version.
+type ScheduleFireParams struct {
+	ID      string
+	Version int64
+	Now     time.Time
+	// Decide computes the decision from the live state. It runs inside the
+	// store's transaction: it must be quick, do no I/O and call no store
+	// method. Its error aborts the item (Err) and nothing of it is applied.
+	Decide func(ScheduleRunState) (ScheduleDecision, error)
+}
+
+// ScheduleDecision is what to do to one schedule.
+type ScheduleDecision struct {
+	Runs    []ScheduleRunInsert // new runs, in fire order
+	Release []string            // held runs to make claimable from Now
+	Cancel  []string            // unfinished runs the caller will stop (echoed)
+	State   rota.ScheduleState  // the state to store
+	// Disable sets Enabled = false (a plan that ended).
+	Disable bool
+}
+
+// ScheduleRunInsert is one new run of a decision.
+type ScheduleRunInsert struct {
+	TaskID    string
+	FireTime  time.Time
+	Attempt   int
+	Held      bool            // store held back (QUEUE): claimable once released
+	Skip      rota.SkipReason // non-empty: store as SKIPPED, ended at Now
+	Triggered bool
+	Message   string
+}
+
+// ScheduleFireResult is the outcome of one ScheduleFire item.
+type ScheduleFireResult struct {
+	Err        error          // rota.ErrConflict, rota.ErrNotFound or Decide's error; nothing applied
+	Schedule   *rota.Schedule // after the change
+	Inserted   []rota.ScheduleRun
+	Duplicates []time.Time // fire times whose run already existed
+	Released   []string    // held runs made claimable
+	Cancel     []string    // the decision's runs to stop
+}
+
+// ScheduleTriggerParams fires a schedule once, now.
+type ScheduleTriggerParams struct {
+	ID     string
+	TaskID string // id of the new run
+	Now    time.Time
+}
+
+// ScheduleRunsParams filters and pages ScheduleRuns.
+type ScheduleRunsParams struct {
+	ScheduleID string
+	Status     rota.Status // "" = any
+	Cursor     string      // NextCursor of the previous page; "" = first page
+	Limit      int         // 1..1000 (default 100)
+}
+
+// ScheduleRunsResult is one page of runs.
+type ScheduleRunsResult struct {
+	Runs       []rota.ScheduleRun
+	NextCursor string
+}

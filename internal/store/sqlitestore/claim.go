@@ -50,7 +50,10 @@ func workerSeen(ctx context.Context, tx *wtx, p store.TaskClaimParams, now int64
 	var stop int
 	err := tx.QueryRowContext(ctx, `INSERT INTO workers (id, address, kinds, first_seen, last_seen, last_wait_ms)
 		VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET address = excluded.address, kinds = excluded.kinds,
+		ON CONFLICT (id) DO UPDATE SET address = excluded.address,
+			kinds = CASE WHEN workers.kinds = excluded.kinds THEN workers.kinds ELSE
+				(SELECT json_group_array(value) FROM (SELECT value FROM json_each(workers.kinds)
+					UNION SELECT value FROM json_each(excluded.kinds) ORDER BY 1)) END,
 			last_seen = excluded.last_seen, last_wait_ms = excluded.last_wait_ms
 		RETURNING stop_requested`, p.WorkerID, p.WorkerAddress, string(kinds), now, now, p.Wait.Milliseconds()).Scan(&stop)
 	if err != nil {

@@ -51,6 +51,7 @@ const (
 	outFailure                // the worker reported failure
 	outLeaseLapsed            // no heartbeat within the lease
 	outDeadlinePassed         // the task's timeout passed
+	outReleased               // the worker handed the run back unfinished
 )
 
 // ownedRun loads a run for a report by workerID at now. It returns
@@ -94,15 +95,19 @@ func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (s
 			return fmt.Errorf("sqlitestore: heartbeat timeout of %s: %w", r.TaskID, err)
 		}
 		lease := now + int64(hb)*1000
-		if _, err := tx.ExecContext(ctx, `UPDATE runs SET lease_expires_at = ?, expires_at = ? WHERE id = ?`,
-			lease, expiresAt(lease, ms(r.Deadline)), r.ID); err != nil {
+		msg := r.Message
+		if p.Message != "" {
+			msg = p.Message
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE runs SET lease_expires_at = ?, expires_at = ?, message = ? WHERE id = ?`,
+			lease, expiresAt(lease, ms(r.Deadline)), msg, r.ID); err != nil {
 			return fmt.Errorf("sqlitestore: renew lease of %s: %w", r.ID, err)
 		}
 		if err := tx.QueryRowContext(ctx, `UPDATE workers SET last_seen = ? WHERE id = ? RETURNING stop_requested`,
 			now, p.WorkerID).Scan(&workerStop); err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("sqlitestore: worker seen: %w", err)
 		}
-		res = store.RunHeartbeatResult{Stop: r.StopRequested, Drain: workerStop == 1, LeaseExpiresAt: tm(lease)}
+		res = store.RunHeartbeatResult{Stop: r.StopRequested, Drain: workerStop == 1, LeaseExpiresAt: tm(lease), HeartbeatTimeoutSeconds: hb}
 		return nil
 	})
 	return res, err
@@ -120,7 +125,10 @@ func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*ro
 		taskID = r.TaskID
 		out := outFailure
 		status := rota.StatusFailed
-		if p.Success {
+		switch {
+		case p.Release:
+			out, status = outReleased, rota.StatusCanceled
+		case p.Success:
 			out, status = outSuccess, rota.StatusSuccess
 		}
 		if r.StopRequested {
@@ -181,7 +189,7 @@ func settle(ctx context.Context, tx *wtx, r *runRow, out outcome, p settleParams
 	terminal := rota.Status("")
 	stopOthers := false
 	switch {
-	case r.StopRequested:
+	case r.StopRequested || out == outReleased:
 		if t.stopRequested {
 			if msg == "" {
 				msg = "stopped"
@@ -190,9 +198,13 @@ func settle(ctx context.Context, tx *wtx, r *runRow, out outcome, p settleParams
 				terminal = rota.StatusCanceled
 			}
 		} else if t.running == 0 {
-			// Only this run was stopped (its worker is no longer allowed):
-			// the task goes back to the queue, nothing counted against it.
+			// Only this run was stopped (its worker is no longer allowed)
+			// or it was handed back: the task goes back to the queue,
+			// nothing counted against it.
 			runAt = now
+			if msg == "" {
+				msg = "released by its worker"
+			}
 		}
 	case out == outSuccess:
 		t.successes++

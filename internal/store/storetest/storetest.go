@@ -71,6 +71,7 @@ func Run(t *testing.T, newStore func(tb testing.TB) store.Store) {
 		{"Stats", testStats},
 		{"Concurrency", testConcurrency},
 		{"Cluster", testCluster},
+		{"Protocol", testProtocol},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {
