@@ -48,6 +48,9 @@ type Config struct {
 	Header http.Header
 	// UserAgent is sent as the User-Agent header; default "rotaclient".
 	UserAgent string
+	// Token is the server's API token (rota server --auth-token), sent as
+	// "Authorization: Bearer <token>"; empty sends none.
+	Token string
 }
 
 // Client talks to one Rota server. Create it with New; it is safe for
@@ -85,7 +88,14 @@ func New(cfg Config) (*Client, error) {
 	if ua == "" {
 		ua = "rotaclient"
 	}
-	return &Client{base: u, hc: hc, header: cfg.Header.Clone(), ua: ua}, nil
+	header := cfg.Header.Clone()
+	if cfg.Token != "" {
+		if header == nil {
+			header = http.Header{}
+		}
+		header.Set("Authorization", "Bearer "+cfg.Token)
+	}
+	return &Client{base: u, hc: hc, header: header, ua: ua}, nil
 }
 
 // BaseURL returns the server URL the client was created with (without a

@@ -76,6 +76,9 @@ type Config struct {
 	// Server is the Rota server's URL (default DefaultServer). Ignored when
 	// Client is set.
 	Server string
+	// Token is the server's API token, if it requires one. Ignored when
+	// Client is set.
+	Token string
 	// Client talks to the server; nil means a client for Server.
 	Client *rotaclient.Client
 	// ID identifies the worker to the server; it must be unique among the
@@ -178,7 +181,7 @@ func New(cfg Config) *Worker {
 		if cfg.Server == "" {
 			cfg.Server = DefaultServer
 		}
-		c, err := rotaclient.New(rotaclient.Config{BaseURL: cfg.Server, UserAgent: "rotaworker"})
+		c, err := rotaclient.New(rotaclient.Config{BaseURL: cfg.Server, UserAgent: "rotaworker", Token: cfg.Token})
 		if err != nil {
 			w.cfgErr = fmt.Errorf("rotaworker: %w", err)
 		}

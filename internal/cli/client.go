@@ -25,6 +25,7 @@ const defaultServer = "http://127.0.0.1:8080"
 // apiOpts are the flags of every command that talks to a server.
 type apiOpts struct {
 	server string
+	token  string
 	output string // "table" or "json"
 	env    Env
 	// fields maps API field names to the flags that set them, so that an
@@ -35,6 +36,7 @@ type apiOpts struct {
 // addAPIFlags registers --server and, when withOutput, -o/--output.
 func addAPIFlags(cmd *cobra.Command, o *apiOpts, withOutput bool) {
 	cmd.Flags().StringVar(&o.server, "server", defaultServer, "URL of the Rota server")
+	cmd.Flags().StringVar(&o.token, "token", "", "API token of the server, if it requires one")
 	if withOutput {
 		cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table (for people) or json (the API's data, for scripts)")
 	}
@@ -58,7 +60,7 @@ func (o *apiOpts) json() bool { return o.output == "json" }
 
 // client returns a client for --server.
 func (o *apiOpts) client() (*rotaclient.Client, error) {
-	c, err := rotaclient.New(rotaclient.Config{BaseURL: o.server, UserAgent: "rota-cli"})
+	c, err := rotaclient.New(rotaclient.Config{BaseURL: o.server, UserAgent: "rota-cli", Token: o.token})
 	if err != nil {
 		return nil, usageError("--server %q: want a URL such as %s", o.server, defaultServer)
 	}

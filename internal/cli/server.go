@@ -72,6 +72,7 @@ and closes the store; a second signal stops it at once.`,
 	f.Int64Var(&cfg.MaxPayload, "max-payload", 1<<20, "largest task payload accepted, in bytes")
 	f.DurationVar(&cfg.RetryBackoff, "retry-backoff", time.Second, "base of the exponential retry backoff")
 	f.DurationVar(&grace, "shutdown-timeout", 30*time.Second, "how long a graceful stop waits for in-flight requests")
+	f.StringVar(&cfg.AuthToken, "auth-token", "", "require this token on every API request (Authorization: Bearer …); empty: no authentication")
 	f.StringVar(&cfg.NodeID, "node-id", "", "this node's id in the cluster (default host-pid-random)")
 	f.StringVar(&cfg.Advertise, "advertise", "", "address other nodes and the UI show for this node (default the listen address)")
 	f.DurationVar(&cfg.LeaderLease, "leader-lease", 5*time.Second, "leader lease: a dead leader is replaced within about this long")

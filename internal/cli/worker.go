@@ -37,6 +37,7 @@ const stderrTail = 4 << 10
 func newWorkerCmd(env Env) *cobra.Command {
 	var (
 		server    string
+		token     string
 		kinds     []string
 		r         commandRunner
 		cfg       rotaworker.Config
@@ -111,7 +112,7 @@ program called list or stop, put it after --.`,
 			if err != nil {
 				return err
 			}
-			c, err := rotaclient.New(rotaclient.Config{BaseURL: server, UserAgent: "rota-worker"})
+			c, err := rotaclient.New(rotaclient.Config{BaseURL: server, UserAgent: "rota-worker", Token: token})
 			if err != nil {
 				return usageError("--server %q: want a URL such as %s", server, defaultServer)
 			}
@@ -132,6 +133,7 @@ program called list or stop, put it after --.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&server, "server", defaultServer, "URL of the Rota server")
+	f.StringVar(&token, "token", "", "API token of the server, if it requires one")
 	f.StringSliceVar(&kinds, "kind", nil, "kind of tasks to run (required; repeatable, or comma-separated)")
 	f.StringVar(&cfg.ID, "id", "", "worker id, unique among running workers (default host-pid-random)")
 	f.IntVar(&cfg.Concurrency, "concurrency", 1, "commands run at once, per kind")

@@ -90,3 +90,23 @@ func (a *API) writeEnvelope(w http.ResponseWriter, r *http.Request, status int, 
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
 }
+
+// WriteError writes err as an error envelope, for handlers outside the API
+// (authentication, the event stream) that answer in the API's format. Only
+// a *rota.Error's code and message are used; anything else is a 500.
+func WriteError(w http.ResponseWriter, err error) {
+	code := rota.ErrorCode(err)
+	msg := internalMessage
+	var re *rota.Error
+	if errors.As(err, &re) && code != rota.CodeInternal {
+		msg = re.Message
+	} else {
+		code = rota.CodeInternal
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(code.HTTPStatus())
+	_ = json.NewEncoder(w).Encode(envelope{Code: code.Number(), Message: msg})
+}

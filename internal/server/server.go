@@ -43,6 +43,9 @@ type Config struct {
 	RetryBackoff time.Duration
 	// ReapInterval bounds how late an expired lease is noticed (default 500ms).
 	ReapInterval time.Duration
+	// AuthToken, when set, is required on every API request (Authorization:
+	// Bearer, or the UI's cookie); health probes stay open.
+	AuthToken string
 	// NodeID names this node in the cluster (default host-pid-random).
 	NodeID string
 	// Advertise is the address other nodes and the UI show for this node
@@ -114,8 +117,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
+	auth := httpapi.NewAuthenticator(cfg.AuthToken)
 	mux := http.NewServeMux()
-	mux.Handle("/api/", api.Handler())
+	mux.Handle("/api/", auth.Require(api.Handler()))
 	s := &Server{
 		cfg:   cfg,
 		store: st,

@@ -79,3 +79,41 @@ func TestStopReleasesPortAndLeadership(t *testing.T) {
 		t.Fatal("successor is not leader: the stopped node did not resign")
 	}
 }
+
+func TestAuthTokenRequired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := New(ctx, Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), AuthToken: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(ctx)
+	base := "http://" + s.Addr()
+	get := func(path, token string) int {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := get("/api/tasks", ""); got != 401 {
+		t.Fatalf("no token: %d, want 401", got)
+	}
+	if got := get("/api/tasks", "wrong"); got != 401 {
+		t.Fatalf("wrong token: %d, want 401", got)
+	}
+	if got := get("/api/tasks", "tok"); got != 200 {
+		t.Fatalf("right token: %d, want 200", got)
+	}
+	if got := get("/api/healthz", ""); got != 200 {
+		t.Fatalf("healthz without token: %d, want 200 (probes stay open)", got)
+	}
+}
