@@ -28,8 +28,8 @@ type TaskParams struct {
 	// Key makes the submit idempotent: while an unfinished task of the same
 	// kind has this key, submitting again returns that task (Existing).
 	Key string
-	// RunAt is the earliest time the task may run (sent in whole unix
-	// seconds). Zero means now, or Delay from now.
+	// RunAt is the earliest time the task may run (sent as unix
+	// milliseconds, run_at_ms). Zero means now, or Delay from now.
 	RunAt time.Time
 	// Delay postpones the task by this long from the server's now (sent in
 	// whole seconds, rounded up). Use RunAt or Delay, not both.
@@ -55,7 +55,7 @@ type taskParamsWire struct {
 	Priority                rota.Priority   `json:"priority,omitempty"`
 	Task                    json.RawMessage `json:"task"`
 	Key                     string          `json:"key,omitempty"`
-	RunAt                   int64           `json:"run_at,omitempty"`
+	RunAtMS                 int64           `json:"run_at_ms,omitempty"`
 	DelaySeconds            int64           `json:"delay_seconds,omitempty"`
 	MaxRetries              *int            `json:"max_retries,omitempty"`
 	TimeoutSeconds          int             `json:"timeout_seconds,omitempty"`
@@ -80,9 +80,12 @@ func (p *TaskParams) wire() (taskParamsWire, error) {
 		payload = json.RawMessage("{}")
 	}
 	w := taskParamsWire{
-		Kind: p.Kind, Priority: p.Priority, Task: payload, Key: p.Key, RunAt: unixSeconds(p.RunAt),
+		Kind: p.Kind, Priority: p.Priority, Task: payload, Key: p.Key,
 		MaxRetries: p.MaxRetries, TimeoutSeconds: p.TimeoutSeconds, HeartbeatTimeoutSeconds: p.HeartbeatTimeoutSeconds,
 		Workers: p.Workers, WorkerIDs: p.WorkerIDs,
+	}
+	if !p.RunAt.IsZero() {
+		w.RunAtMS = max(p.RunAt.UnixMilli(), 1)
 	}
 	if p.Delay > 0 {
 		w.DelaySeconds = int64((p.Delay + time.Second - 1) / time.Second)

@@ -34,6 +34,7 @@ type submitRequest struct {
 	Key                     *string         `json:"key"`
 	RunAt                   *int64          `json:"run_at"`
 	DelaySeconds            *int64          `json:"delay_seconds"`
+	RunAtMS                 *int64          `json:"run_at_ms"` // unix milliseconds: run_at with sub-second precision
 	MaxRetries              *int            `json:"max_retries"`
 	TimeoutSeconds          *int            `json:"timeout_seconds"`
 	HeartbeatTimeoutSeconds *int            `json:"heartbeat_timeout_seconds"`
@@ -84,6 +85,15 @@ func (s *submitRequest) check(maxPayload int64, prefix string, now time.Time) (s
 	switch {
 	case s.RunAt != nil && s.DelaySeconds != nil:
 		return p, rota.Invalid(f("delay_seconds"), "give run_at or delay_seconds, not both")
+	case s.RunAtMS != nil && (s.RunAt != nil || s.DelaySeconds != nil):
+		return p, rota.Invalid(f("run_at_ms"), "give one of run_at, run_at_ms or delay_seconds")
+	case s.RunAtMS != nil:
+		if err := checkRange(f("run_at_ms"), *s.RunAtMS, 0, maxRunAt*1000); err != nil {
+			return p, err
+		}
+		if at := time.UnixMilli(*s.RunAtMS).UTC(); at.After(now) {
+			p.RunAt = at
+		}
 	case s.RunAt != nil:
 		if err := checkRange(f("run_at"), *s.RunAt, 0, maxRunAt); err != nil {
 			return p, err
