@@ -269,7 +269,7 @@ func (s *Store) commit(ctx context.Context, batch []*op) {
 	single := len(batch) == 1
 	for i, o := range batch {
 		if !single {
-			if _, err := tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
+			if _, err := w.ExecContext(ctx, "SAVEPOINT op"); err != nil {
 				tx.Rollback()
 				fail(fmt.Errorf("sqlitestore: savepoint: %w", err))
 				return
@@ -287,7 +287,7 @@ func (s *Store) commit(ctx context.Context, batch []*op) {
 				batch[0].errc <- err
 				return
 			}
-			if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO op"); rerr != nil {
+			if _, rerr := w.ExecContext(ctx, "ROLLBACK TO op"); rerr != nil {
 				tx.Rollback()
 				fail(fmt.Errorf("sqlitestore: rollback to savepoint: %w (after %v)", rerr, err))
 				return
@@ -295,7 +295,7 @@ func (s *Store) commit(ctx context.Context, batch []*op) {
 		}
 		errs[i] = err
 		if !single {
-			if _, err := tx.ExecContext(ctx, "RELEASE op"); err != nil {
+			if _, err := w.ExecContext(ctx, "RELEASE op"); err != nil {
 				tx.Rollback()
 				fail(fmt.Errorf("sqlitestore: release savepoint: %w", err))
 				return

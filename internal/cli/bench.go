@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"os"
+	"runtime/pprof"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rotahq/rota/internal/bench"
+)
+
+func newBenchCmd(env Env) *cobra.Command {
+	var (
+		cfg        bench.Config
+		cpuProfile string
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure throughput and latency (starts an in-process server unless --server is given)",
+		Long: `Measure Rota as its users feel it, each scenario repeated --runs times and quoted as the
+median: submit throughput (single requests from --clients clients, and batches of 100),
+end-to-end no-op throughput through the Go SDK worker (--e2e-tasks), enqueue→start latency
+p50/p99/max at a steady --rate with idle workers, and the lateness of --delayed tasks due at
+exact instants over --delayed-over. Without --server it starts a server in this process on a
+fresh embedded store with full durability (--relaxed to compare). It prints a Markdown table.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd.Flags(), env.Getenv); err != nil {
+				return err
+			}
+			cfg.Out = env.Stdout
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			_, err := bench.Run(cmd.Context(), cfg)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
+	f.StringVar(&cfg.Server, "server", "", "URL of a running server to measure (default: start one in-process)")
+	f.BoolVar(&cfg.Relaxed, "relaxed", false, "in-process server with relaxed durability (no fsync per commit)")
+	f.IntVar(&cfg.Runs, "runs", 3, "runs of each scenario; figures are medians")
+	f.StringSliceVar(&cfg.Scenarios, "scenario", nil, "scenarios to run: submit, e2e, latency, delayed (default all)")
+	f.IntVar(&cfg.Clients, "clients", 32, "concurrent submitting clients")
+	f.IntVar(&cfg.SubmitTasks, "submit-tasks", 10_000, "tasks per submit run")
+	f.IntVar(&cfg.E2ETasks, "e2e-tasks", 100_000, "tasks per end-to-end run")
+	f.IntVar(&cfg.Concurrency, "concurrency", 256, "handler concurrency of the SDK worker")
+	f.IntVar(&cfg.Rate, "rate", 500, "tasks/s of the latency scenario")
+	f.DurationVar(&cfg.LatencyFor, "latency-for", 10*time.Second, "duration of the latency scenario")
+	f.IntVar(&cfg.Delayed, "delayed", 2000, "delayed tasks")
+	f.DurationVar(&cfg.DelayedOver, "delayed-over", 10*time.Second, "window over which the delayed tasks are due")
+	annotateEnv(cmd)
+	return cmd
+}
