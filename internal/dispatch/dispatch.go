@@ -49,6 +49,9 @@ type Config struct {
 	// ReapInterval is the longest the reaper sleeps between looks for
 	// expired leases (default 500ms); it wakes earlier for a known expiry.
 	ReapInterval time.Duration
+	// CleanupInterval is how often the leader deletes finished tasks past
+	// their kind's retention (default 1 minute).
+	CleanupInterval time.Duration
 	// Jitter returns a number in [0,1); default math/rand/v2.
 	Jitter func() float64
 	// Events receives one event per task or run state change made through
@@ -108,6 +111,9 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	if cfg.ReapInterval <= 0 {
 		cfg.ReapInterval = 500 * time.Millisecond
+	}
+	if cfg.CleanupInterval <= 0 {
+		cfg.CleanupInterval = time.Minute
 	}
 	if cfg.Jitter == nil {
 		cfg.Jitter = rand.Float64
@@ -213,6 +219,14 @@ func (d *Dispatcher) Notify(kind string, n int) {
 	}
 }
 
+// Waiting returns how many claims wait for work of kind (tests and
+// metrics use it).
+func (d *Dispatcher) Waiting(kind string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.waiters[kind])
+}
+
 func (d *Dispatcher) register(kinds []string) *waiter {
 	w := &waiter{kinds: kinds, wake: make(chan struct{}, 1)}
 	d.mu.Lock()
@@ -280,7 +294,12 @@ func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaim
 		if left <= 0 {
 			return res, nil
 		}
-		t := c.NewTimer(min(left, d.cfg.SafetyPoll))
+		sleep := min(left, d.cfg.SafetyPoll)
+		if !res.RateLimitedUntil.IsZero() {
+			// Work waits for a rate token: look again when one is due.
+			sleep = min(sleep, max(res.RateLimitedUntil.Sub(c.Now()), time.Millisecond))
+		}
+		t := c.NewTimer(sleep)
 		select {
 		case <-w.wake:
 		case <-t.C():
@@ -576,10 +595,15 @@ func (d *Dispatcher) refreshAllDue(ctx context.Context) {
 func (d *Dispatcher) reapLoop() {
 	defer d.wg.Done()
 	c := d.cfg.Clock
+	nextCleanup := c.Now()
 	for {
 		sleep := d.cfg.ReapInterval
 		if d.leader.Load() {
 			sleep = d.ReapOnce(context.Background())
+			if now := c.Now(); !now.Before(nextCleanup) {
+				d.CleanupOnce(context.Background())
+				nextCleanup = now.Add(d.cfg.CleanupInterval)
+			}
 		}
 		t := c.NewTimer(sleep)
 		select {
@@ -587,6 +611,26 @@ func (d *Dispatcher) reapLoop() {
 		case <-d.quit:
 			t.Stop()
 			return
+		}
+	}
+}
+
+// CleanupOnce deletes finished tasks past their kind's retention, in
+// batches, and returns how many it deleted.
+func (d *Dispatcher) CleanupOnce(ctx context.Context) int {
+	total := 0
+	for {
+		n, err := d.cfg.Store.TaskCleanup(ctx, d.cfg.Clock.Now(), 1000)
+		total += n
+		if err != nil {
+			d.cfg.Logger.Error("dispatch: retention cleanup", "err", err)
+			return total
+		}
+		if n < 1000 {
+			if total > 0 {
+				d.cfg.Logger.Info("dispatch: deleted finished tasks past their retention", "tasks", total)
+			}
+			return total
 		}
 	}
 }

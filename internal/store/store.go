@@ -151,6 +151,13 @@ type Store interface {
 	// stores whose SupportsNotify is true; others return at once.
 	Subscribe(ctx context.Context, fn func(Notification)) error
 
+	// TaskCleanup deletes, with their runs, up to Limit finished tasks
+	// whose EndTime is older than their kind's RetentionSeconds at Now
+	// (kinds with RetentionSeconds 0 keep everything), oldest first, and
+	// returns how many it deleted. Seed 000's clean_success/clean_failed; a
+	// leader duty.
+	TaskCleanup(ctx context.Context, now time.Time, limit int) (int, error)
+
 	// Ping checks the store is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the store's resources.
@@ -227,7 +234,9 @@ type TaskStopParams struct {
 //
 // Dispatch rules (seed 000 and 002): a task is claimable by worker W when it
 // is SCHEDULED or RUNNING with room (running + succeeded runs < Workers), its
-// RunAt ≤ Now, its kind is not paused (and under its MaxRunning cap, if any),
+// RunAt ≤ Now, its kind is not paused (and under its MaxRunning cap, if any,
+// and with a token of its Rate bucket, if any: the bucket holds up to
+// max(1, Rate) tokens and refills at Rate per second),
 // it was not stopped, WorkerIDs is empty or contains W, and W neither runs it
 // now nor has succeeded it already. Within a kind, levels are served in
 // weighted rounds of f² high, f mid, 1 low (f = the kind's PriorityFactor),
@@ -248,6 +257,10 @@ type TaskClaimParams struct {
 type TaskClaimResult struct {
 	Runs  []rota.ClaimedRun
 	Drain bool // the worker was asked to stop: it gets no work
+	// RateLimitedUntil is set when a kind asked for had claimable tasks but
+	// no rate tokens left: the instant its next token is due, so a waiting
+	// claim can sleep exactly that long.
+	RateLimitedUntil time.Time
 }
 
 // RunHeartbeatParams renews a lease.
@@ -589,4 +602,21 @@ type ScheduleRunsParams struct {
 type ScheduleRunsResult struct {
 	Runs       []rota.ScheduleRun
 	NextCursor string
+}
+
+// RateRefill returns the tokens of a kind's bucket at now (unix ms): tokens
+// left at the last claim (at, unix ms; 0 = never: a full bucket) plus the
+// refill at rate per second, capped at the burst of max(1, rate). Backends
+// share it so that they agree.
+func RateRefill(rate, tokens float64, at, now int64) float64 {
+	burst := max(1, rate)
+	if at == 0 {
+		return burst
+	}
+	return min(burst, tokens+rate*float64(now-at)/1000)
+}
+
+// RateWait is how long until a bucket holding tokens (< 1) has a whole one.
+func RateWait(rate, tokens float64) time.Duration {
+	return time.Duration((1-tokens)/rate*float64(time.Second)).Round(time.Millisecond) + time.Millisecond
 }

@@ -33,11 +33,14 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 			if left <= 0 {
 				break
 			}
-			runs, err := claimKind(ctx, tx, p, kind, left, now)
+			runs, limited, err := claimKind(ctx, tx, p, kind, left, now)
 			if err != nil {
 				return err
 			}
 			res.Runs = append(res.Runs, runs...)
+			if limited != 0 && (res.RateLimitedUntil.IsZero() || limited < ms(res.RateLimitedUntil)) {
+				res.RateLimitedUntil = tm(limited)
+			}
 		}
 		return nil
 	})
@@ -71,35 +74,57 @@ type candidate struct {
 }
 
 // claimKind claims up to max tasks of one kind, in weighted-round order.
-func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind string, max int, now int64) ([]rota.ClaimedRun, error) {
+//
+// With a rate limit, it also returns, when the bucket is empty while tasks
+// wait, the instant (unix ms) its next token is due; 0 otherwise.
+func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind string, max int, now int64) ([]rota.ClaimedRun, int64, error) {
 	var factor, paused, maxRunning, pos int
-	err := tx.QueryRowContext(ctx, `SELECT priority_factor, paused, max_running, round_pos FROM kinds WHERE name = ?`, kind).
-		Scan(&factor, &paused, &maxRunning, &pos)
+	var rate, tokens float64
+	var rateAt int64
+	err := tx.QueryRowContext(ctx, `SELECT priority_factor, paused, max_running, round_pos, rate, rate_tokens, rate_at
+		FROM kinds WHERE name = ?`, kind).Scan(&factor, &paused, &maxRunning, &pos, &rate, &tokens, &rateAt)
 	if errors.Is(err, sql.ErrNoRows) || paused == 1 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: load kind %s: %w", kind, err)
+		return nil, 0, fmt.Errorf("sqlitestore: load kind %s: %w", kind, err)
 	}
 	if maxRunning > 0 {
 		var running int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM runs WHERE kind = ? AND status = 'RUNNING'`, kind).Scan(&running); err != nil {
-			return nil, fmt.Errorf("sqlitestore: running runs of %s: %w", kind, err)
+			return nil, 0, fmt.Errorf("sqlitestore: running runs of %s: %w", kind, err)
 		}
 		if room := maxRunning - running; room < max {
 			max = room
 		}
 		if max <= 0 {
-			return nil, nil
+			return nil, 0, nil
+		}
+	}
+	if rate > 0 {
+		tokens = store.RateRefill(rate, tokens, rateAt, now)
+		if allowed := int(tokens); allowed < max {
+			max = allowed
+		}
+		if max <= 0 {
+			// Empty bucket: say when the next token is due, if anything waits.
+			q, err := candidates(ctx, tx, p.WorkerID, kind, 1, now)
+			if err != nil {
+				return nil, 0, err
+			}
+			if len(q[0])+len(q[1])+len(q[2]) == 0 {
+				return nil, 0, nil
+			}
+			return nil, now + store.RateWait(rate, tokens).Milliseconds(), nil
 		}
 	}
 	queues, err := candidates(ctx, tx, p.WorkerID, kind, max, now)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	picked, pos := weightedPick(queues, factor, pos, max)
 	if len(picked) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	out := make([]rota.ClaimedRun, 0, len(picked))
 	for _, c := range picked {
@@ -113,12 +138,12 @@ func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind strin
 		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, task_id, kind, worker_id, worker_address, attempt, status,
 			start_time, lease_expires_at, deadline, expires_at) VALUES (?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?, ?, ?)`,
 			runID, c.id, kind, p.WorkerID, p.WorkerAddress, attempt, now, lease, deadline, expiresAt(lease, deadline)); err != nil {
-			return nil, fmt.Errorf("sqlitestore: insert run: %w", err)
+			return nil, 0, fmt.Errorf("sqlitestore: insert run: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'RUNNING', attempt = ?, running = running + 1,
 			avail = (running + 1 + successes < workers), start_time = CASE WHEN start_time = 0 THEN ? ELSE start_time END,
 			worker_address = ?, updated_at = ? WHERE id = ?`, attempt, now, p.WorkerAddress, now, c.id); err != nil {
-			return nil, fmt.Errorf("sqlitestore: mark task running: %w", err)
+			return nil, 0, fmt.Errorf("sqlitestore: mark task running: %w", err)
 		}
 		out = append(out, rota.ClaimedRun{
 			TaskID: c.id, RunID: runID, Kind: kind, Priority: rota.PriorityOfLevel(c.level),
@@ -126,10 +151,14 @@ func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind strin
 			TimeoutSeconds: c.timeout, LeaseExpiresAt: tm(lease), RunAt: tm(c.runAt),
 		})
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE kinds SET round_pos = ? WHERE name = ?`, pos, kind); err != nil {
-		return nil, fmt.Errorf("sqlitestore: update kind %s: %w", kind, err)
+	if rate > 0 {
+		tokens -= float64(len(out))
 	}
-	return out, nil
+	if _, err := tx.ExecContext(ctx, `UPDATE kinds SET round_pos = ?, rate_tokens = ?, rate_at = ? WHERE name = ?`,
+		pos, tokens, now, kind); err != nil {
+		return nil, 0, fmt.Errorf("sqlitestore: update kind %s: %w", kind, err)
+	}
+	return out, 0, nil
 }
 
 // candidateQuery selects, in one statement, up to max claimable tasks per

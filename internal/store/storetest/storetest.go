@@ -72,6 +72,7 @@ func Run(t *testing.T, newStore func(tb testing.TB) store.Store) {
 		{"Concurrency", testConcurrency},
 		{"Cluster", testCluster},
 		{"Protocol", testProtocol},
+		{"Limits", testLimits},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {

@@ -1,0 +1,231 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/clock"
+	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/sqlitestore"
+)
+
+type fixture struct {
+	t     *testing.T
+	clock *clock.Fake
+	st    store.Store
+	d     *Dispatcher
+	ids   rota.IDGenerator
+}
+
+func setup(t *testing.T, mod func(*Config)) *fixture {
+	t.Helper()
+	st, err := sqlitestore.New(context.Background(), sqlitestore.Config{Path: filepath.Join(t.TempDir(), "rota.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	fc := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	cfg := Config{Store: st, Clock: fc, Jitter: func() float64 { return 0 }, SafetyPoll: time.Hour}
+	if mod != nil {
+		mod(&cfg)
+	}
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Stop)
+	return &fixture{t: t, clock: fc, st: st, d: d}
+}
+
+func (f *fixture) submit(kind string, runAt time.Time) *rota.Task {
+	f.t.Helper()
+	now := f.clock.Now()
+	res, err := f.d.Submit(context.Background(), []store.TaskInsertParams{{
+		ID: f.ids.New(now), Kind: kind, Priority: rota.PriorityMid, Payload: json.RawMessage(`{}`),
+		RunAt: runAt, MaxRetries: 3, HeartbeatTimeoutSeconds: 30, Workers: 1, Now: now,
+	}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return res[0].Task
+}
+
+// claimAsync starts a long-poll claim and returns its result channel once
+// it is waiting on the dispatcher.
+func (f *fixture) claimAsync(worker, kind string, wait time.Duration) <-chan store.TaskClaimResult {
+	f.t.Helper()
+	before := f.d.Waiting(kind)
+	out := make(chan store.TaskClaimResult, 1)
+	go func() {
+		res, err := f.d.Claim(context.Background(), ClaimRequest{WorkerID: worker, Kinds: []string{kind}, Max: 1, Wait: wait})
+		if err != nil {
+			f.t.Error(err)
+		}
+		out <- res
+	}()
+	f.eventually("claim waiting", func() bool { return f.d.Waiting(kind) > before })
+	return out
+}
+
+func (f *fixture) eventually(what string, cond func() bool) {
+	f.t.Helper()
+	for range 2000 {
+		if cond() {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	f.t.Fatalf("timed out waiting for %s", what)
+}
+
+func receive(t *testing.T, ch <-chan store.TaskClaimResult) store.TaskClaimResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatal("claim did not return")
+	}
+	return store.TaskClaimResult{}
+}
+
+func TestBackoff(t *testing.T) {
+	t.Parallel()
+	d, err := New(Config{Store: nopStore{}, BackoffBase: time.Second, BackoffMax: 10 * time.Second, Jitter: func() float64 { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 8 * time.Second, 5: 10 * time.Second, 30: 10 * time.Second} {
+		if got := d.Backoff(n); got != want {
+			t.Errorf("Backoff(%d) = %v, want %v", n, got, want)
+		}
+	}
+	d.cfg.Jitter = func() float64 { return 0.999 }
+	if got := d.Backoff(1); got <= time.Second || got > 1200*time.Millisecond {
+		t.Errorf("Backoff(1) with max jitter = %v, want in (1s, 1.2s]", got)
+	}
+}
+
+// nopStore satisfies store.Store for tests that never touch it.
+type nopStore struct{ store.Store }
+
+func TestSubmitWakesWaitingClaim(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	got := f.claimAsync("w1", "k", 30*time.Second)
+	task := f.submit("k", time.Time{})
+	// The fake clock never moves: only the submit's wake-up can return it.
+	res := receive(t, got)
+	if len(res.Runs) != 1 || res.Runs[0].TaskID != task.ID {
+		t.Fatalf("claim = %+v, want task %s", res, task.ID)
+	}
+}
+
+func TestSubmitWakesOnlyAsManyAsTasks(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	a := f.claimAsync("w1", "k", 30*time.Second)
+	b := f.claimAsync("w2", "k", 30*time.Second)
+	f.submit("k", time.Time{})
+	first := receive(t, a)
+	if len(first.Runs) != 1 {
+		t.Fatalf("the first waiter got %+v", first)
+	}
+	select {
+	case r := <-b:
+		t.Fatalf("a second waiter was woken for one task: %+v", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if n := f.d.Waiting("k"); n != 1 {
+		t.Fatalf("%d waiting, want the second still waiting", n)
+	}
+}
+
+func TestDelayedTaskWakesWaiterAtDueTime(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	if err := f.d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := f.claimAsync("w1", "k", time.Minute)
+	due := f.clock.Now().Add(5 * time.Second)
+	task := f.submit("k", due)
+	// Before the due time nothing is handed out.
+	f.clock.Advance(4 * time.Second)
+	select {
+	case r := <-got:
+		t.Fatalf("claim returned before the due time: %+v", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	f.clock.Set(due)
+	res := receive(t, got)
+	if len(res.Runs) != 1 || res.Runs[0].TaskID != task.ID {
+		t.Fatalf("claim at the due time = %+v, want %s", res, task.ID)
+	}
+}
+
+func TestReapOnceTakesOverSilentWorker(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(c *Config) { c.ReapInterval = time.Second })
+	task := f.submit("k", time.Time{})
+	res, err := f.d.Claim(context.Background(), ClaimRequest{WorkerID: "silent", Kinds: []string{"k"}, Max: 1})
+	if err != nil || len(res.Runs) != 1 {
+		t.Fatalf("claim: %+v, %v", res, err)
+	}
+	// Within the lease the reaper does nothing and sleeps until the lease
+	// ends, at most ReapInterval.
+	if sleep := f.d.ReapOnce(context.Background()); sleep != time.Second {
+		t.Fatalf("reaper sleep = %v, want the 1s cap", sleep)
+	}
+	waiter := f.claimAsync("w2", "k", time.Minute)
+	f.clock.Advance(31 * time.Second)
+	f.d.ReapOnce(context.Background())
+	got := receive(t, waiter)
+	if len(got.Runs) != 1 || got.Runs[0].TaskID != task.ID || got.Runs[0].Attempt != 2 {
+		t.Fatalf("take-over claim = %+v, want %s attempt 2", got, task.ID)
+	}
+	if _, err := f.d.Heartbeat(context.Background(), res.Runs[0].RunID, "silent", ""); !errors.Is(err, rota.ErrLeaseLost) {
+		t.Fatalf("silent worker's heartbeat: %v, want lease lost", err)
+	}
+}
+
+func TestRateLimitedClaimWaitsForToken(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	rate := 1.0
+	if _, err := f.d.KindUpsert(context.Background(), store.KindUpsertParams{Name: "k", Rate: &rate}); err != nil {
+		t.Fatal(err)
+	}
+	f.submit("k", time.Time{})
+	f.submit("k", time.Time{})
+	if res, err := f.d.Claim(context.Background(), ClaimRequest{WorkerID: "w", Kinds: []string{"k"}, Max: 5}); err != nil || len(res.Runs) != 1 {
+		t.Fatalf("first claim: %+v, %v; want the single token", res, err)
+	}
+	got := f.claimAsync("w", "k", time.Minute)
+	f.eventually("a timer for the next token", func() bool { return f.clock.Timers() > 0 })
+	f.clock.Advance(time.Second + 5*time.Millisecond)
+	if res := receive(t, got); len(res.Runs) != 1 {
+		t.Fatalf("claim after a token came due: %+v", res)
+	}
+}
+
+func TestStopReleasesWaitingClaims(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	got := f.claimAsync("w1", "k", time.Minute)
+	f.d.Stop()
+	if res := receive(t, got); len(res.Runs) != 0 {
+		t.Fatalf("claim during stop got %+v", res)
+	}
+	// After Stop no lease is granted.
+	f.submit("k", time.Time{})
+	res, err := f.d.Claim(context.Background(), ClaimRequest{WorkerID: "w1", Kinds: []string{"k"}, Max: 1})
+	if err != nil || len(res.Runs) != 0 {
+		t.Fatalf("claim after Stop: %+v, %v; want nothing", res, err)
+	}
+}
