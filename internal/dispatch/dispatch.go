@@ -54,6 +54,10 @@ type Config struct {
 	CleanupInterval time.Duration
 	// Jitter returns a number in [0,1); default math/rand/v2.
 	Jitter func() float64
+	// Leader, when set, is asked before each round of leader-only duties
+	// (the reaper, retention cleanup); it must answer from a lease it knows
+	// is still its own. Nil: SetLeader decides (a new dispatcher leads).
+	Leader func() bool
 	// Events receives one event per task or run state change made through
 	// the dispatcher, in order (the caller assigns IDs). It must not block.
 	// Nil: no events.
@@ -184,6 +188,13 @@ func (d *Dispatcher) remote(n store.Notification) {
 		return
 	}
 	d.Notify(n.Kind, remoteWake)
+}
+
+func (d *Dispatcher) isLeader() bool {
+	if !d.leader.Load() {
+		return false
+	}
+	return d.cfg.Leader == nil || d.cfg.Leader()
 }
 
 // SetLeader tells the dispatcher whether this node runs the leader-only
@@ -598,7 +609,7 @@ func (d *Dispatcher) reapLoop() {
 	nextCleanup := c.Now()
 	for {
 		sleep := d.cfg.ReapInterval
-		if d.leader.Load() {
+		if d.isLeader() {
 			sleep = d.ReapOnce(context.Background())
 			if now := c.Now(); !now.Before(nextCleanup) {
 				d.CleanupOnce(context.Background())

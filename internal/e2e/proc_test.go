@@ -55,8 +55,33 @@ func freePort(t *testing.T) string {
 type proc struct {
 	cmd  *exec.Cmd
 	addr string
-	log  *bytes.Buffer
+	log  *syncBuffer
 	done chan struct{}
+}
+
+// syncBuffer is a bytes.Buffer the process writes while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// logBytes returns a copy of what the process logged so far.
+func (p *proc) logBytes() []byte {
+	p.log.mu.Lock()
+	defer p.log.mu.Unlock()
+	return bytes.Clone(p.log.buf.Bytes())
 }
 
 // startServer starts `rota server` on addr with data in dir and waits until
@@ -65,13 +90,13 @@ func startServer(t *testing.T, addr, dir string, extra ...string) *proc {
 	t.Helper()
 	args := append([]string{"server", "--listen", addr, "--data", dir, "--log-level", "warn"}, extra...)
 	cmd := exec.Command(rotaBinary(t), args...)
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
+	log := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, addr: addr, log: &log, done: make(chan struct{})}
+	p := &proc{cmd: cmd, addr: addr, log: log, done: make(chan struct{})}
 	go func() { cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() { p.kill() })
 	deadline := time.Now().Add(15 * time.Second)

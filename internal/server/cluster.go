@@ -93,16 +93,19 @@ func (m *membership) once(ctx context.Context) {
 	if err == nil {
 		m.term = res.Term
 		if leader {
-			// Stop acting as leader a margin before the lease ends, so that
-			// a successor never overlaps with us.
-			m.leaseEnd = now.Add(m.ttl - m.tick)
+			// Stop acting as leader two election ticks before the lease
+			// ends (IsLeader checks it before every duty round), so that a
+			// successor, who must wait for the whole lease, never overlaps
+			// with us even if this loop stalls for a tick.
+			m.leaseEnd = now.Add(m.ttl - 2*m.tick)
 		}
 	}
 	hooks := append([]func(bool){}, m.onChange...)
 	term := m.term
 	m.mu.Unlock()
 	if changed {
-		s.cfg.Logger.Info("leadership changed", "node", s.cfg.NodeID, "leader", leader, "term", term)
+		s.cfg.Logger.Info("leadership changed", "node", s.cfg.NodeID, "leader", leader, "term", term,
+			"at_ms", now.UnixMilli())
 		for _, fn := range hooks {
 			fn(leader)
 		}

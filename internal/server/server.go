@@ -4,6 +4,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/rotahq/rota/internal/dispatch"
 	"github.com/rotahq/rota/internal/httpapi"
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/pgstore"
 	"github.com/rotahq/rota/internal/store/sqlitestore"
 )
 
@@ -32,8 +34,12 @@ type Config struct {
 	// DataDir holds the embedded store (default ./rota-data).
 	DataDir string
 	// Store selects the backend: "" or "sqlite" for the embedded store in
-	// DataDir, "sqlite:PATH" for another file.
+	// DataDir, "sqlite:PATH" for another file, or a PostgreSQL URL
+	// ("postgres://user@host/db") for a store shared by several nodes.
 	Store string
+	// PGSchema is the PostgreSQL schema holding Rota's tables (default
+	// "public"); nodes that share work use the same one.
+	PGSchema string
 	// Relaxed durability: commits are not synced to disk before they are
 	// acknowledged (a power loss may lose the last ones; a crash does not).
 	Relaxed bool
@@ -53,7 +59,7 @@ type Config struct {
 	Advertise string
 	// LeaderLease is how long a leader holds its lease without renewing it
 	// (default 5s): a dead leader is replaced within that time plus one
-	// election tick (a third of it).
+	// election tick (a quarter of it).
 	LeaderLease time.Duration
 	Logger      *slog.Logger
 	Clock       clock.Clock
@@ -101,9 +107,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	member := &membership{ttl: cfg.LeaderLease, tick: cfg.LeaderLease / 4}
 	disp, err := dispatch.New(dispatch.Config{
 		Store: st, Clock: cfg.Clock, Logger: cfg.Logger, IDs: &rota.IDGenerator{},
 		BackoffBase: cfg.RetryBackoff, ReapInterval: cfg.ReapInterval,
+		Leader: func() bool { l, _ := member.IsLeader(); return l },
 	})
 	if err != nil {
 		st.Close()
@@ -131,7 +139,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		},
 		errc: make(chan error, 1),
 	}
-	s.member = &membership{srv: s, ttl: cfg.LeaderLease, tick: cfg.LeaderLease / 3}
+	member.srv = s
+	s.member = member
 	// Followers until elected: the first election round runs in Start.
 	disp.SetLeader(false)
 	s.member.OnLeaderChange(disp.SetLeader)
@@ -144,8 +153,10 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 		return sqlitestore.New(ctx, sqlitestore.Config{Path: filepath.Join(cfg.DataDir, "rota.db"), Relaxed: cfg.Relaxed})
 	case strings.HasPrefix(cfg.Store, "sqlite:"):
 		return sqlitestore.New(ctx, sqlitestore.Config{Path: strings.TrimPrefix(cfg.Store, "sqlite:"), Relaxed: cfg.Relaxed})
+	case strings.HasPrefix(cfg.Store, "postgres://"), strings.HasPrefix(cfg.Store, "postgresql://"):
+		return pgstore.New(ctx, pgstore.Config{URL: cfg.Store, Schema: cfg.PGSchema, NodeID: cfg.NodeID, Logger: cfg.Logger})
 	}
-	return nil, fmt.Errorf("unknown store %q: use sqlite or sqlite:PATH", cfg.Store)
+	return nil, fmt.Errorf("unknown store %q: use sqlite, sqlite:PATH or a postgres:// URL", cfg.Store)
 }
 
 // Start binds the listen address (failing at once if it is taken), starts
@@ -181,10 +192,13 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 func (s *Server) describeStore() string {
-	if s.cfg.Store == "" || s.cfg.Store == "sqlite" {
+	switch {
+	case s.cfg.Store == "" || s.cfg.Store == "sqlite":
 		return "sqlite:" + filepath.Join(s.cfg.DataDir, "rota.db")
+	case strings.HasPrefix(s.cfg.Store, "sqlite:"):
+		return s.cfg.Store
 	}
-	return s.cfg.Store
+	return "postgres (schema " + cmp.Or(s.cfg.PGSchema, "public") + ")" // the URL may hold a password
 }
 
 // advertise is the address shown to other nodes.

@@ -1,0 +1,265 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// postgresURL is the database the cluster tests share (a schema each).
+func postgresURL() string {
+	if u := os.Getenv("ROTA_TEST_POSTGRES"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+// freshSchema returns a new schema name and drops it when the test ends.
+// An unreachable PostgreSQL fails the test: CI starts it.
+func freshSchema(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, postgresURL())
+	if err != nil {
+		t.Fatalf("PostgreSQL at %s is unreachable (set ROTA_TEST_POSTGRES; .ci/run starts it): %v", postgresURL(), err)
+	}
+	conn.Close(ctx)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "rota_e2e_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), postgresURL())
+		if err != nil {
+			return
+		}
+		defer c.Close(context.Background())
+		c.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	})
+	return schema
+}
+
+type clusterNode struct {
+	id   string
+	addr string
+	p    *proc
+}
+
+func startNode(t *testing.T, schema, id string, extra ...string) *clusterNode {
+	t.Helper()
+	addr := freePort(t)
+	args := append([]string{"--store", postgresURL(), "--pg-schema", schema, "--node-id", id,
+		"--leader-lease", "2s", "--retry-backoff", "50ms", "--log-format", "json", "--log-level", "info"}, extra...)
+	p := startServer(t, addr, t.TempDir(), args...)
+	return &clusterNode{id: id, addr: addr, p: p}
+}
+
+type clusterView struct {
+	Nodes []struct {
+		NodeID string `json:"node_id"`
+		Leader bool   `json:"leader"`
+	} `json:"nodes"`
+}
+
+// leaderOf asks a node who leads ("" if nobody, error if unreachable).
+func leaderOf(ctx context.Context, n *clusterNode) (string, int, error) {
+	var v clusterView
+	code, _, err := call(ctx, "GET", "http://"+n.addr+"/api/cluster", nil, &v)
+	if err != nil || code != 200 {
+		return "", 0, fmt.Errorf("cluster view of %s: %d %v", n.id, code, err)
+	}
+	leader, leaders := "", 0
+	for _, x := range v.Nodes {
+		if x.Leader {
+			leader = x.NodeID
+			leaders++
+		}
+	}
+	return leader, leaders, nil
+}
+
+// leadershipLog reads a node's JSON log and returns the instants (unix ms)
+// it started and stopped acting as leader, in order.
+type leadershipChange struct {
+	Leader bool  `json:"leader"`
+	AtMS   int64 `json:"at_ms"`
+	Term   int64 `json:"term"`
+}
+
+func leadershipLog(p *proc) []leadershipChange {
+	var out []leadershipChange
+	sc := bufio.NewScanner(bytes.NewReader(p.logBytes()))
+	for sc.Scan() {
+		var line struct {
+			Msg string `json:"msg"`
+			leadershipChange
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "leadership changed" {
+			out = append(out, line.leadershipChange)
+		}
+	}
+	return out
+}
+
+// TestLeaderKilledHandsOver kills the leader of three nodes with SIGKILL: a
+// new leader takes over within twice the leader lease, and the intervals in
+// which nodes acted as leader (ran the periodic duties) never overlap.
+func TestLeaderKilledHandsOver(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	ctx := context.Background()
+	nodes := []*clusterNode{startNode(t, schema, "n1"), startNode(t, schema, "n2"), startNode(t, schema, "n3")}
+	const lease = 2 * time.Second
+
+	var leader *clusterNode
+	deadline := time.Now().Add(10 * time.Second)
+	for leader == nil && time.Now().Before(deadline) {
+		id, count, err := leaderOf(ctx, nodes[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if count > 1 {
+			t.Fatalf("%d leaders at once", count)
+		}
+		for _, n := range nodes {
+			if n.id == id {
+				leader = n
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if leader == nil {
+		t.Fatal("no leader elected")
+	}
+	var survivors []*clusterNode
+	for _, n := range nodes {
+		if n != leader {
+			survivors = append(survivors, n)
+		}
+	}
+	killedAt := time.Now()
+	leader.p.kill()
+
+	var successor string
+	for time.Since(killedAt) < 4*lease && successor == "" {
+		for _, n := range survivors {
+			id, count, err := leaderOf(ctx, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if count > 1 {
+				t.Fatalf("%d leaders at once after the kill", count)
+			}
+			if id != "" && id != leader.id {
+				successor = id
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(killedAt)
+	if successor == "" || took > 2*lease {
+		t.Fatalf("new leader %q after %v; want one within 2× the lease (%v)", successor, took, 2*lease)
+	}
+	t.Logf("leader %s killed; %s leads after %v (lease %v)", leader.id, successor, took.Round(time.Millisecond), lease)
+
+	// Duties ran only while acting as leader: the killed node acted until
+	// it died at the latest, its successor from its own log's instant on.
+	var succ *clusterNode
+	for _, n := range survivors {
+		if n.id == successor {
+			succ = n
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	changes := leadershipLog(succ.p)
+	var started int64
+	for _, c := range changes {
+		if c.Leader {
+			started = c.AtMS
+		}
+	}
+	if started == 0 {
+		t.Fatalf("successor's log has no leadership start: %v", changes)
+	}
+	if started < killedAt.UnixMilli() {
+		t.Fatalf("successor started acting as leader at %d, before the old leader died at %d: duties overlapped",
+			started, killedAt.UnixMilli())
+	}
+	for _, c := range leadershipLog(leader.p) {
+		if c.Leader && c.AtMS > started {
+			t.Fatalf("old leader started a leadership at %d after the successor's %d", c.AtMS, started)
+		}
+	}
+}
+
+// TestClusterThreeNodes runs 10,000 tasks on three nodes sharing one
+// PostgreSQL, with workers spread over them; one node and one worker are
+// killed with SIGKILL mid-run. Every task must end SUCCESS, none lost, and
+// every task run more than once must owe it to a run that lapsed.
+func TestClusterThreeNodes(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	nodes := []*clusterNode{startNode(t, schema, "c1"), startNode(t, schema, "c2"), startNode(t, schema, "c3")}
+
+	const n = 10_000
+	var ids []string
+	for i, node := range nodes {
+		part := n / len(nodes)
+		if i == len(nodes)-1 {
+			part = n - len(ids)
+		}
+		ids = append(ids, submitBatch(t, ctx, "http://"+node.addr, "cluster", part,
+			map[string]any{"heartbeat_timeout_seconds": 3, "max_retries": 20},
+			func(i int) any { return map[string]any{"i": i} })...)
+	}
+	cmd := []string{"sh", "-c", "cat >/dev/null; echo ok"}
+	var mu sync.Mutex
+	workers := map[string]*proc{}
+	for i, node := range nodes {
+		for j := range 2 {
+			id := fmt.Sprintf("cw-%d-%d", i, j)
+			workers[id] = startWorker(t, "http://"+node.addr, id, "cluster", 16, cmd...)
+		}
+	}
+	// Mid-run: kill node c3 (its workers lose their server) and one worker
+	// of c1; restart c3's workers against c2.
+	time.Sleep(2 * time.Second)
+	nodes[2].p.kill()
+	mu.Lock()
+	workers["cw-0-0"].kill()
+	for j := range 2 {
+		id := fmt.Sprintf("cw-2-%d", j)
+		workers[id].kill()
+		workers[id+"-moved"] = startWorker(t, "http://"+nodes[1].addr, id+"-moved", "cluster", 16, cmd...)
+	}
+	mu.Unlock()
+
+	final := waitTerminal(t, ctx, "http://"+nodes[0].addr, ids, 4*time.Minute)
+	rerun := 0
+	for id, tv := range final {
+		if tv.Status != "SUCCESS" {
+			t.Errorf("task %s ended %s (runs %+v)", id, tv.Status, tv.Runs)
+			continue
+		}
+		if len(tv.Runs) > 1 {
+			rerun++
+			for _, r := range tv.Runs[:len(tv.Runs)-1] {
+				if r.Status != "TIMEOUT" && r.Status != "CANCELED" {
+					t.Errorf("task %s ran again after a run that ended %s", id, r.Status)
+				}
+			}
+		}
+	}
+	t.Logf("%d tasks on 3 nodes, all SUCCESS after killing node c3 and worker cw-0-0; %d ran more than once, each after its lease lapsed", len(final), rerun)
+}

@@ -1,0 +1,114 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/pgstore"
+)
+
+// BenchmarkClaimDeepQueue measures single-task claims from a queue of
+// 1,000 and of 100,000 waiting tasks (priorities mixed, all due): the rate
+// must not depend on the depth, since a claim reads only the head of an
+// index range. Tasks are bulk-loaded with INSERT ... SELECT generate_series
+// (depth + b.N of them, so the queue never gets shallower than depth), then
+// VACUUM ANALYZE. The benchmark logs EXPLAIN (ANALYZE, BUFFERS) of the
+// claim's candidate query after the claims, with the custom plan (what the
+// first executions use) and the generic plan (what a prepared statement may
+// switch to).
+func BenchmarkClaimDeepQueue(b *testing.B) {
+	for _, depth := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
+			schema := newSchema(b)
+			st := openSchema(b, schema, "bench")
+			ctx := context.Background()
+			conn, err := pgx.Connect(ctx, testURL())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+			tasks := pgx.Identifier{schema, "tasks"}.Sanitize()
+			if _, err := conn.Exec(ctx, `INSERT INTO `+pgx.Identifier{schema, "kinds"}.Sanitize()+` (name) VALUES ('deep')`); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := conn.Exec(ctx, `INSERT INTO `+tasks+` (id, kind, level, payload, status, max_retries, workers,
+					timeout_s, hb_timeout_s, created_at, run_at, updated_at)
+				SELECT lpad(to_hex(i), 32, '0'), 'deep', i % 3, '{"n":1}', 'SCHEDULED', 3, 1, 0, 30, $1 + i, $1 + i, $1 + i
+				FROM generate_series(1, $2::bigint) AS i`, base, depth+b.N); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := conn.Exec(ctx, `VACUUM ANALYZE `+tasks); err != nil {
+				b.Fatal(err)
+			}
+			now := time.UnixMilli(base + int64(depth+b.N) + 1).UTC()
+			var runIDs rota.IDGenerator
+			p := store.TaskClaimParams{WorkerID: "w1", WorkerAddress: "w1:7070", Kinds: []string{"deep"}, Max: 1, Now: now,
+				NewRunID: func() string { return runIDs.New(now) }}
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				res, err := st.TaskClaim(ctx, p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(res.Runs) != 1 {
+					b.Fatalf("claim got %d runs, want 1", len(res.Runs))
+				}
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "claims/s")
+			b.StopTimer()
+			if b.N >= 100 {
+				b.Logf("depth %d after %d claims:\n%s", depth, b.N, explainClaim(b, conn, schema, now.UnixMilli()))
+			}
+		})
+	}
+}
+
+// explainClaim returns EXPLAIN (ANALYZE, BUFFERS) of the candidate query
+// for one task (factor 2, round position 0), custom and generic plans, in
+// a transaction that is rolled back.
+func explainClaim(b *testing.B, conn *pgx.Conn, schema string, now int64) string {
+	b.Helper()
+	ctx := context.Background()
+	var out strings.Builder
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SET LOCAL search_path TO `+pgx.Identifier{schema}.Sanitize()); err != nil {
+		b.Fatal(err)
+	}
+	plan := func(title, sql string, args ...any) {
+		rows, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(&out, "-- %s\n%s\n", title, strings.Join(lines, "\n"))
+	}
+	plan("custom plan", `EXPLAIN (ANALYZE, BUFFERS) `+pgstore.CandidatesSQL, "deep", now, "w1", 1)
+	if _, err := tx.Exec(ctx, `PREPARE rota_candidates (text, bigint, text, bigint) AS `+pgstore.CandidatesSQL); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+		b.Fatal(err)
+	}
+	plan("generic plan", fmt.Sprintf(`EXPLAIN (ANALYZE, BUFFERS) EXECUTE rota_candidates ('deep', %d, 'w1', 1)`, now))
+	if _, err := tx.Exec(ctx, `DEALLOCATE rota_candidates`); err != nil {
+		b.Fatal(err)
+	}
+	return out.String()
+}

@@ -1,0 +1,56 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Check verifies the invariants that tie the tables together and returns
+// every violation found (nil when the store is consistent), like
+// sqlitestore's Check:
+//   - a task's running counter equals its RUNNING runs, its successes its
+//     SUCCESS runs, its holders the workers of both;
+//   - a terminal task is done and has an end time; an unfinished one is
+//     not done;
+//   - a task is available exactly when it is unfinished, not stopped and
+//     has room for a run;
+//   - a RUNNING task has running runs.
+//
+// It reads the whole tasks table: a tool for tests and crash checks, not
+// for a busy production database.
+func (s *Store) Check(ctx context.Context) error {
+	checks := []struct {
+		what string
+		q    string
+	}{
+		{"task running counter differs from its RUNNING runs", `SELECT t.id FROM tasks t WHERE t.running <>
+			(SELECT count(*) FROM runs r WHERE r.task_id = t.id AND r.status = 'RUNNING') LIMIT 5`},
+		{"task successes counter differs from its SUCCESS runs", `SELECT t.id FROM tasks t WHERE t.successes <>
+			(SELECT count(*) FROM runs r WHERE r.task_id = t.id AND r.status = 'SUCCESS') LIMIT 5`},
+		{"task holders differ from the workers of its RUNNING and SUCCESS runs", `SELECT t.id FROM tasks t
+			WHERE ARRAY(SELECT unnest(t.holders) ORDER BY 1) <> ARRAY(SELECT r.worker_id FROM runs r
+				WHERE r.task_id = t.id AND r.status IN ('RUNNING', 'SUCCESS') ORDER BY 1) LIMIT 5`},
+		{"terminal task without end time", `SELECT id FROM tasks WHERE done AND end_time = 0 LIMIT 5`},
+		{"task available when it should not be, or the reverse", `SELECT id FROM tasks
+			WHERE avail <> (NOT done AND NOT stop_requested AND running + successes < workers) LIMIT 5`},
+		{"RUNNING task without running runs", `SELECT id FROM tasks WHERE status = 'RUNNING' AND running = 0 LIMIT 5`},
+	}
+	var errs []error
+	for _, c := range checks {
+		rows, err := s.pool.Query(ctx, c.q)
+		if err != nil {
+			return s.translate("check", err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return s.translate("check", err)
+		}
+		if len(ids) > 0 {
+			errs = append(errs, fmt.Errorf("%s: %v", c.what, ids))
+		}
+	}
+	return errors.Join(errs...)
+}

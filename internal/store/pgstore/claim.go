@@ -1,0 +1,288 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+)
+
+// TaskClaim implements store.Store. The dispatch rules are documented on
+// store.TaskClaimParams; the locking on the package doc. A claim of one
+// kind costs two round trips: BEGIN, the worker's record, the kind's lock
+// and the pick (candidatesSQL) in one, the runs and COMMIT in the other.
+func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.TaskClaimResult, error) {
+	var res store.TaskClaimResult
+	err := s.tx(ctx, "claim", func(t *txn) error {
+		res = store.TaskClaimResult{}
+		now := ms(p.Now)
+		var stop bool
+		t.queue(`INSERT INTO workers (id, address, kinds, first_seen, last_seen, last_wait_ms)
+			VALUES ($1, $2, $3, $4, $4, $5)
+			ON CONFLICT (id) DO UPDATE SET address = excluded.address,
+				kinds = CASE WHEN workers.kinds = excluded.kinds THEN workers.kinds ELSE
+					ARRAY(SELECT DISTINCT k COLLATE "C" FROM unnest(workers.kinds || excluded.kinds) AS k ORDER BY 1) END,
+				last_seen = excluded.last_seen, last_wait_ms = excluded.last_wait_ms
+			RETURNING stop_requested`, p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds()).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&stop) })
+		multi := len(p.Kinds) > 1
+		var held string // greatest kind whose lock this claim keeps
+		for _, kind := range p.Kinds {
+			left := p.Max - len(res.Runs)
+			if left <= 0 {
+				break
+			}
+			if multi {
+				t.queue(`SAVEPOINT claim_kind`)
+			}
+			// Wait for the kind's lock only in ascending order of the locks
+			// kept; otherwise skip the kind if it is busy (see package doc).
+			runs, limited, err := claimKind(ctx, t, p, kind, left, now, held == "" || kind >= held, &stop)
+			if err != nil {
+				return err
+			}
+			if stop {
+				// Known only now: the worker's record went with the first
+				// kind's statements, which found the worker draining and
+				// picked nothing.
+				res.Drain = true
+				return nil
+			}
+			if limited != 0 && (res.RateLimitedUntil.IsZero() || limited < ms(res.RateLimitedUntil)) {
+				res.RateLimitedUntil = tm(limited)
+			}
+			if len(runs) == 0 {
+				if multi {
+					// Give the kind's lock back: nothing was taken from it.
+					t.queue(`ROLLBACK TO SAVEPOINT claim_kind`)
+				}
+				continue
+			}
+			held = max(held, kind)
+			res.Runs = append(res.Runs, runs...)
+		}
+		if len(p.Kinds) == 0 || p.Max <= 0 {
+			if err := t.flush(ctx); err != nil {
+				return fmt.Errorf("record worker %s: %w", p.WorkerID, err)
+			}
+			res.Drain = stop
+		}
+		return nil
+	})
+	return res, err
+}
+
+// candidate is a task a claim picked and locked.
+type candidate struct {
+	slot                    int64 // in the weighted round (round_slot)
+	id                      string
+	payload                 []byte
+	level, attempt, timeout int
+	hb                      int
+	runAt                   int64
+}
+
+// claimKind claims up to max tasks of one kind for a worker, in
+// weighted-round order, taking the kind's row lock (waiting for it, or
+// skipping a busy kind when wait is false). It sends the lock and the pick
+// together; the statement that makes the runs stays queued (it goes with
+// the next flush, at the latest with COMMIT). When the kind's rate bucket
+// is empty while tasks wait, it returns nothing and the instant (unix ms)
+// the next token is due. *drain is the worker's stop flag, whose read may
+// be queued before: once set, nothing more is done.
+func claimKind(ctx context.Context, t *txn, p store.TaskClaimParams, kind string, max int, now int64, wait bool, drain *bool) ([]rota.ClaimedRun, int64, error) {
+	lock := `SELECT priority_factor, rate, rate_tokens, rate_at FROM kinds WHERE name = $1 FOR UPDATE`
+	if !wait {
+		lock += ` SKIP LOCKED`
+	}
+	var factor int
+	var rate, tokens float64
+	var rateAt int64
+	locked := false
+	t.queue(lock, kind).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&factor, &rate, &tokens, &rateAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // unknown kind, or busy
+		}
+		locked = err == nil
+		return err
+	})
+	if !wait {
+		// The pick must not run unless the lock was granted.
+		if err := t.flush(ctx); err != nil {
+			return nil, 0, fmt.Errorf("lock kind %s: %w", kind, err)
+		}
+		if !locked || *drain {
+			return nil, 0, nil
+		}
+	}
+	var picked []candidate
+	t.queue(candidatesSQL, kind, now, p.WorkerID, max).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var c candidate
+			if err := rows.Scan(&c.slot, &c.id, &c.payload, &c.level, &c.attempt, &c.timeout, &c.hb, &c.runAt); err != nil {
+				return err
+			}
+			picked = append(picked, c)
+		}
+		return rows.Err()
+	})
+	if err := t.flush(ctx); err != nil {
+		return nil, 0, fmt.Errorf("claim %s: %w", kind, err)
+	}
+	if !locked || *drain {
+		return nil, 0, nil
+	}
+	if len(picked) == 0 {
+		if rate > 0 {
+			if tokens = store.RateRefill(rate, tokens, rateAt, now); tokens < 1 {
+				return rateLimited(ctx, t, p.WorkerID, kind, now, rate, tokens)
+			}
+		}
+		return nil, 0, nil
+	}
+	n := len(picked)
+	var (
+		taskIDs   = make([]string, n)
+		runIDs    = make([]string, n)
+		attempts  = make([]int32, n)
+		leases    = make([]int64, n)
+		deadlines = make([]int64, n)
+		out       = make([]rota.ClaimedRun, n)
+	)
+	for i, c := range picked {
+		taskIDs[i], runIDs[i], attempts[i] = c.id, p.NewRunID(), int32(c.attempt+1)
+		leases[i] = now + int64(c.hb)*1000
+		if c.timeout > 0 {
+			deadlines[i] = now + int64(c.timeout)*1000
+		}
+		out[i] = rota.ClaimedRun{
+			TaskID: c.id, RunID: runIDs[i], Kind: kind, Priority: rota.PriorityOfLevel(c.level),
+			Payload: json.RawMessage(c.payload), Attempt: c.attempt + 1, HeartbeatTimeoutSeconds: c.hb,
+			TimeoutSeconds: c.timeout, LeaseExpiresAt: tm(leases[i]), RunAt: tm(c.runAt),
+		}
+	}
+	// One statement: the tasks go RUNNING (the worker joins their
+	// holders), the runs are created, the round position moves on to the
+	// slot after the last task handed out.
+	t.queue(`WITH p AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[])
+				AS p(task_id, run_id, attempt, lease, deadline)
+		), upd AS (
+			UPDATE tasks SET status = 'RUNNING', attempt = p.attempt, running = running + 1,
+				avail = running + 1 + successes < workers, holders = array_append(holders, $9),
+				start_time = CASE WHEN start_time = 0 THEN $6 ELSE start_time END,
+				worker_address = $7, updated_at = $6
+			FROM p WHERE tasks.id = p.task_id
+		), k AS (
+			UPDATE kinds SET round_pos = $10, rate_at = $6,
+				rate_tokens = CASE WHEN rate > 0 THEN rate_refill(rate, rate_tokens, rate_at, $6) - $11 ELSE rate_tokens END
+			WHERE name = $8
+		)
+		INSERT INTO runs (id, task_id, kind, worker_id, worker_address, attempt, status, start_time,
+			lease_expires_at, deadline, expires_at)
+		SELECT run_id, task_id, $8, $9, $7, attempt, 'RUNNING', $6, lease, deadline,
+			CASE WHEN deadline <> 0 AND deadline < lease THEN deadline ELSE lease END
+		FROM p`,
+		taskIDs, runIDs, attempts, leases, deadlines, now, p.WorkerAddress, kind, p.WorkerID,
+		nextRoundPos(factor, picked[n-1].slot), n)
+	return out, 0, nil
+}
+
+// rateLimited is claimKind's answer when the kind's rate bucket holds less
+// than a token: the instant the next one is due if the worker could claim
+// a task now (and the kind is neither paused nor at its MaxRunning cap),
+// else 0. It reads, so it costs a round trip, but only on this path.
+func rateLimited(ctx context.Context, t *txn, worker, kind string, now int64, rate, tokens float64) ([]rota.ClaimedRun, int64, error) {
+	var waiting bool
+	err := t.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&waiting) }, `SELECT EXISTS (
+			SELECT 1 FROM kinds WHERE name = $1 AND NOT paused AND (max_running = 0
+				OR max_running > (SELECT count(*) FROM runs WHERE kind = $1 AND status = 'RUNNING'))
+		) AND EXISTS (
+			SELECT 1 FROM tasks WHERE avail AND kind = $1 AND run_at <= $2 AND $3 <> ALL (holders)
+				AND (NOT pinned OR $3 = ANY (worker_ids))
+		)`, kind, now, worker)
+	if err != nil || !waiting {
+		return nil, 0, err
+	}
+	return nil, now + store.RateWait(rate, tokens).Milliseconds(), nil
+}
+
+// The weighted round, restated for SQL. sqlitestore's weightedPick walks
+// the slots of the round from the kind's position: f² high slots, f mid
+// slots, 1 low slot, over and over; at each slot it hands out the next task
+// of the slot's level, or skips the slot when the level has no more. So the
+// i-th task of a level goes out at the i-th slot of that level from the
+// position on, whatever the other levels hold, and a claim of n tasks takes
+// the n available tasks with the smallest such slots. The SQL function
+// round_slot (migrations) computes those slots, candidatesSQL ranks each
+// level's candidates, gives each its slot and keeps the n first, so one
+// statement makes the whole pick and locks only the tasks it hands out.
+// The tests check round_slot against a Go transcription, and that against
+// weightedPick itself.
+
+// nextRoundPos is the round position after a claim whose last task went
+// out at slot (counted from the start of the round of the old position).
+func nextRoundPos(f int, slot int64) int {
+	f = max(f, 1)
+	return int((slot + 1) % int64(f*f+f+1))
+}
+
+// candidatesSQL picks, locks and returns (slot first) up to $4 tasks of
+// kind $1 that worker $3 may claim at $2, in weighted-round order. It
+// must run after the kind's lock is granted (the statement after it in
+// the same pipeline will do): it reads the kind's position, pause and cap
+// then.
+//
+// Nothing is picked for a draining worker, a paused kind, one at its
+// MaxRunning cap or one with less than a token in its rate bucket; the cap
+// is counted exactly (every claim of the kind holds the kind's lock, and
+// ended runs only lower the count), the bucket refilled by rate_refill. Within a
+// level the order is: tasks pinned to the worker, then unpinned ones, each
+// by run_at then id; a worker that holds a run of a task (RUNNING or
+// SUCCESS: the task's holders) may not take it again, which matters for
+// multi-worker tasks. Each of the six (level, pinned) branches is a range
+// scan of tasks_ready (kind, level and pinned are equalities, run_at <= now
+// a bound, so delayed tasks are never read) that stops after $4 rows. Only
+// the tasks picked are locked (FOR NO KEY UPDATE SKIP LOCKED, their
+// conditions checked again on the latest row version): a task that a
+// report or a stop holds is left out of this claim rather than waited for.
+var candidatesSQL = func() string {
+	const cols = `id, level, run_at FROM tasks WHERE avail AND kind = $1 AND run_at <= $2 AND $3 <> ALL (holders)`
+	var branches []string
+	for level := range 3 {
+		lv := strconv.Itoa(level)
+		branches = append(branches,
+			`(SELECT 0 AS grp, `+cols+` AND level = `+lv+` AND pinned AND $3 = ANY (worker_ids) ORDER BY run_at, id LIMIT $4)`,
+			`(SELECT 1 AS grp, `+cols+` AND level = `+lv+` AND NOT pinned ORDER BY run_at, id LIMIT $4)`)
+	}
+	return `WITH k AS (
+			SELECT priority_factor AS f, round_pos AS pos,
+				GREATEST(0, LEAST($4,
+					CASE WHEN max_running > 0
+						THEN max_running - (SELECT count(*) FROM runs WHERE kind = $1 AND status = 'RUNNING') END,
+					CASE WHEN rate > 0 THEN floor(rate_refill(rate, rate_tokens, rate_at, $2))::bigint END)) AS n
+			FROM kinds WHERE name = $1 AND NOT paused
+				AND NOT EXISTS (SELECT 1 FROM workers WHERE id = $3 AND stop_requested)
+		), ranked AS (
+			SELECT id, level, row_number() OVER (PARTITION BY level ORDER BY grp, run_at, id) - 1 AS i
+			FROM (` + strings.Join(branches, "\n\t\t\tUNION ALL ") + `) AS c
+		), picked AS (
+			SELECT r.id, round_slot(k.f, k.pos, r.level, r.i) AS slot
+			FROM ranked r CROSS JOIN k WHERE r.i < k.n
+			ORDER BY slot LIMIT (SELECT n FROM k)
+		)
+		SELECT p.slot, t.id, t.payload, t.level, t.attempt, t.timeout_s, t.hb_timeout_s, t.run_at
+		FROM tasks t JOIN picked p ON p.id = t.id
+		WHERE t.avail AND t.kind = $1 AND t.run_at <= $2 AND $3 <> ALL (t.holders)
+			AND (NOT t.pinned OR $3 = ANY (t.worker_ids))
+		ORDER BY p.slot
+		FOR NO KEY UPDATE OF t SKIP LOCKED`
+}()

@@ -1,0 +1,544 @@
+// Package pgstore is Rota's PostgreSQL store, for clusters: several rota
+// nodes share one database, written through pgx v5 and its pool (pgxpool).
+//
+// # Layout
+//
+// All tables live in one schema (Config.Schema, created if missing); the
+// store's connections set search_path to it, so SQL names tables without a
+// schema and one database can hold several isolated Rota installations (the
+// tests use one schema per test). Instants are bigint unix milliseconds
+// (UTC), 0 meaning unset, as in sqlitestore: exactly the precision the
+// contract asks for, with no time zone or rounding questions.
+//
+// Migrations are embedded (migrations/*.sql) and applied forward by New in
+// one transaction guarded by pg_advisory_xact_lock, so nodes starting
+// together do not race; a database whose schema is newer than the binary is
+// refused.
+//
+// # Transactions
+//
+// Every Store method that changes state is one READ COMMITTED transaction,
+// pipelined (txn): statements are queued and sent together whenever a
+// result is needed, BEGIN with the first batch and COMMIT with the last. A
+// heartbeat or a report is two round trips (lock and read; write and
+// commit), a claim of one kind two as well, an insert of unkeyed tasks one.
+// Once the work of a transaction is done its commit is not cancelled with
+// the caller's context, so a caller is never told that a committed change
+// failed. Deadlocks and serialization failures are retried (the locking
+// below avoids them; the retry is a safety net).
+//
+// # Locking
+//
+// Each kind of transaction locks rows in one order, and the orders cannot
+// form a cycle:
+//   - claims: the worker's row, then kind rows, then the tasks they pick,
+//     with SKIP LOCKED (a claim never waits for a task row);
+//   - everything that starts from a task or a run (report, heartbeat,
+//     expiry, stop, update): the task's row first (FOR NO KEY UPDATE), then
+//     its runs, then (heartbeats) the worker's row. Every change of a run
+//     happens under its task's lock, so a run read after that lock is
+//     current;
+//   - batches of keyed inserts insert in (kind, key) order.
+//
+// Claims lock the kind's row (SELECT ... FOR UPDATE) for the rest of their
+// transaction: the position in the weighted round, the MaxRunning cap and
+// the rate bucket are per-kind state that two claimers must not both read
+// and advance. The cost is that claims of one kind are serialized across
+// the cluster for the length of a claim transaction (its second round trip
+// and the commit); a claim of Max tasks pays it once for all of them, so
+// busy workers should claim in batches. Claims of different kinds do not
+// contend. A claim of several kinds visits them in the order given; it
+// waits for a kind's lock only when that kind sorts after every kind lock
+// it keeps (otherwise it skips a busy kind, which can only happen once it
+// already has work), and it gives back the lock of a kind it took nothing
+// from (savepoint rollback), so claims with kinds in different orders
+// cannot deadlock.
+//
+// The pick itself is one statement (candidatesSQL): six index range scans
+// of tasks_ready, each stopping after Max rows, ranked in weighted-round
+// order by the SQL function round_slot, the restatement of sqlitestore's
+// weightedPick that the tests check against it. Only the tasks handed out
+// are locked. Its cost does not depend on how many tasks wait.
+//
+// No counter is kept on kind or worker rows: the running runs of a kind
+// (for MaxRunning) and of a worker (for WorkerList) are counted through
+// partial indexes over RUNNING runs, so reports never touch a kind's or a
+// worker's row. A task's holders (the workers with a RUNNING or SUCCESS
+// run of it) are kept on the task row, so that a multi-worker claim checks
+// them without a sub-query over runs.
+//
+// The store's connections use plan_cache_mode force_generic_plan (unless
+// the URL sets it): every statement is a parameterized index lookup, and
+// custom plans would make PostgreSQL plan the claim again at each
+// execution.
+//
+// # Notifications
+//
+// SupportsNotify is true. Transactions that make tasks claimable now or
+// later (insert, retry after failure, lease expiry, a stopped or released
+// run that requeues, a run ending under a MaxRunning cap, TaskUpdate,
+// KindUpsert of an unpaused kind) call pg_notify before they commit, at
+// most once per kind per transaction, on the channel "rota." + schema. The payload is
+// "kind|runAtMs|nodeID": runAtMs is 0 when the tasks are claimable at the
+// transaction's Now, nodeID is Config.NodeID of the sender. Subscribe
+// LISTENs on a dedicated connection and delivers every notification,
+// including this node's own.
+package pgstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// DefaultSchema is the schema of a Config that names none.
+const DefaultSchema = "public"
+
+// Config configures a Store. Zero values mean the documented defaults.
+type Config struct {
+	// URL is a PostgreSQL connection string (URL or key=value form) as
+	// understood by pgx, e.g. "postgres://rota@db:5432/rota?sslmode=verify-full".
+	URL string
+	// Schema holds every table of the store; it is created if missing.
+	// Default "public". At most 63 bytes (a PostgreSQL identifier).
+	Schema string
+	// MaxConns caps the connection pool (default: pgxpool's, the larger of
+	// 4 and the number of CPUs). Subscribe uses one more connection of its
+	// own.
+	MaxConns int
+	// NodeID names this node in the notifications it sends (see the package
+	// doc), so that receivers can tell them apart.
+	NodeID string
+	// Logger receives what the store cannot return: the reconnections of
+	// Subscribe. Nil discards.
+	Logger *slog.Logger
+}
+
+// Store is the PostgreSQL implementation of store.Store. It is safe for
+// concurrent use.
+type Store struct {
+	// Immutable after New.
+	cfg      Config
+	pool     *pgxpool.Pool
+	connCfg  *pgx.ConnConfig // for Subscribe's dedicated connection
+	channel  string          // notification channel of the schema
+	log      *slog.Logger
+	closed   chan struct{} // closed by Close
+	closeOne sync.Once
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New connects to cfg.URL, creates the schema if needed and migrates it
+// forward. A schema written by a newer Rota (a version this binary does not
+// know) is refused with an error that says to upgrade.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Schema == "" {
+		cfg.Schema = DefaultSchema
+	}
+	if len(cfg.Schema) > 63 || strings.ContainsRune(cfg.Schema, 0) {
+		return nil, fmt.Errorf("pgstore: schema name %q: want 1 to 63 bytes without NUL", cfg.Schema)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	pcfg, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: parse URL: %w", err)
+	}
+	if cfg.MaxConns > 0 {
+		pcfg.MaxConns = int32(cfg.MaxConns)
+	}
+	rt := pcfg.ConnConfig.RuntimeParams
+	rt["search_path"] = pgx.Identifier{cfg.Schema}.Sanitize()
+	if rt["application_name"] == "" {
+		rt["application_name"] = "rota"
+	}
+	if rt["plan_cache_mode"] == "" {
+		// Every statement of the store is a parameterized index lookup
+		// whose best plan does not depend on the values. With custom plans
+		// PostgreSQL would plan the claim's pick again at each execution
+		// (LIMIT $n makes the generic plan look dearer than it is), and
+		// planning probes the ends of tasks_ready, which is slow while
+		// claimed tasks' dead entries wait for vacuum.
+		rt["plan_cache_mode"] = "force_generic_plan"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: open pool: %w", err)
+	}
+	s := &Store{
+		cfg:     cfg,
+		pool:    pool,
+		connCfg: pcfg.ConnConfig.Copy(),
+		channel: channelName(cfg.Schema),
+		log:     cfg.Logger,
+		closed:  make(chan struct{}),
+	}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// channelName is the notification channel of a schema: "rota." + schema,
+// or a digest of the schema when that is longer than an identifier may be.
+func channelName(schema string) string {
+	if name := "rota." + schema; len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(schema))
+	return "rota." + hex.EncodeToString(sum[:16])
+}
+
+// SchemaVersion is the schema version this binary writes.
+func SchemaVersion() int {
+	names, _ := fs.Glob(migrationFS, "migrations/*.sql")
+	return len(names)
+}
+
+// migrate creates the schema and applies the missing migrations, all in
+// one transaction under an advisory lock of the schema.
+func (s *Store) migrate(ctx context.Context) error {
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return fmt.Errorf("pgstore: list migrations: %w", err)
+	}
+	sort.Strings(names)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('rota.migrate'), hashtext($1))`, s.cfg.Schema); err != nil {
+			return fmt.Errorf("take migration lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{s.cfg.Schema}.Sanitize()); err != nil {
+			return fmt.Errorf("create schema: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS rota_migration (
+			version    integer PRIMARY KEY,
+			name       text NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return fmt.Errorf("create migration table: %w", err)
+		}
+		var have int
+		if err := tx.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM rota_migration`).Scan(&have); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if have > len(names) {
+			return fmt.Errorf("schema %q has version %d but this rota binary knows only up to %d: upgrade rota (or use the binary that wrote it)",
+				s.cfg.Schema, have, len(names))
+		}
+		for i := have; i < len(names); i++ {
+			body, err := migrationFS.ReadFile(names[i])
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, string(body)); err != nil {
+				return fmt.Errorf("migration %s: %w", names[i], err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO rota_migration (version, name) VALUES ($1, $2)`, i+1, names[i]); err != nil {
+				return fmt.Errorf("record schema version %d: %w", i+1, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate schema %q: %w", s.cfg.Schema, err)
+	}
+	return nil
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return s.translate("ping", err)
+	}
+	return nil
+}
+
+// Close closes the pool and ends the store's subscriptions. It is
+// idempotent.
+func (s *Store) Close() error {
+	s.closeOne.Do(func() {
+		close(s.closed)
+		s.pool.Close()
+	})
+	return nil
+}
+
+// --- transactions ----------------------------------------------------------
+
+// txn is a transaction of the store, pipelined: statements are queued and
+// sent together when a result is needed (flush), so that the transaction
+// costs a round trip per read rather than per statement. BEGIN goes with
+// the first flush and COMMIT with the last, together with the
+// notifications recorded with notify. A heartbeat or a report is thus two
+// round trips: lock and read, then write and commit.
+type txn struct {
+	conn  *pgx.Conn
+	b     *pgx.Batch       // queued, not yet sent
+	notes map[string]int64 // kind → earliest instant (ms) it has claimable tasks; 0 = now
+}
+
+// queue adds a statement to the next flush. Attach a callback (Exec,
+// QueryRow, Query) to see its result; callbacks run during the flush, in
+// order, and the first error they or the statements return ends it.
+func (t *txn) queue(sql string, args ...any) *pgx.QueuedQuery {
+	return t.b.Queue(sql, args...)
+}
+
+// flush sends the queued statements and runs their callbacks.
+func (t *txn) flush(ctx context.Context) error {
+	if t.b.Len() == 0 {
+		return nil
+	}
+	b := t.b
+	t.b = &pgx.Batch{}
+	return t.conn.SendBatch(ctx, b).Close()
+}
+
+// queryRow queues sql with scan as its row callback and flushes.
+func (t *txn) queryRow(ctx context.Context, scan func(pgx.Row) error, sql string, args ...any) error {
+	t.queue(sql, args...).QueryRow(scan)
+	return t.flush(ctx)
+}
+
+// query queues sql with fn as its rows callback and flushes.
+func (t *txn) query(ctx context.Context, fn func(pgx.Rows) error, sql string, args ...any) error {
+	t.queue(sql, args...).Query(fn)
+	return t.flush(ctx)
+}
+
+// notify records that tasks of kind are claimable from runAt on (both in
+// ms); an instant not after now means now.
+func (t *txn) notify(kind string, runAt, now int64) {
+	if runAt <= now {
+		runAt = 0
+	}
+	if t.notes == nil {
+		t.notes = make(map[string]int64)
+	}
+	if old, ok := t.notes[kind]; !ok || runAt < old {
+		t.notes[kind] = runAt
+	}
+}
+
+// keepError marks an error whose transaction must still commit (a stale
+// heartbeat expires the run it names, then reports lease lost).
+type keepError struct{ err error }
+
+func (k keepError) Error() string { return k.err.Error() }
+func (k keepError) Unwrap() error { return k.err }
+
+// maxTxAttempts bounds how often a transaction that failed with a deadlock
+// or serialization failure is run again. The lock order (package doc)
+// should make these impossible; the retry is a safety net, not a design.
+const maxTxAttempts = 3
+
+// commitTimeout bounds the last flush (queued writes and COMMIT), which
+// runs even when the caller's context has ended once fn is done: a caller
+// must not be told that a change failed when it was committed.
+const commitTimeout = 30 * time.Second
+
+// tx runs fn in a transaction and commits it, sending the notifications fn
+// recorded. fn may run again (after a deadlock), so it must reset what it
+// reports; callbacks fn queued without flushing run during the commit
+// flush, after fn returned. An error of fn rolls back, except a keepError:
+// its transaction commits and its inner error is returned.
+func (s *Store) tx(ctx context.Context, op string, fn func(t *txn) error) error {
+	for attempt := 1; ; attempt++ {
+		err := s.txOnce(ctx, fn)
+		if err == nil {
+			return nil
+		}
+		var k keepError
+		if errors.As(err, &k) {
+			return k.err
+		}
+		if attempt < maxTxAttempts && retryable(err) && ctx.Err() == nil {
+			continue
+		}
+		return s.translate(op, err)
+	}
+}
+
+func (s *Store) txOnce(ctx context.Context, fn func(t *txn) error) error {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	conn := c.Conn()
+	defer func() {
+		// Roll back whatever did not commit, so that the connection goes
+		// back to the pool idle (the pool drops one left in a transaction).
+		if !conn.IsClosed() && conn.PgConn().TxStatus() != 'I' {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+			defer cancel()
+			_, _ = conn.Exec(rctx, "ROLLBACK")
+		}
+	}()
+	t := &txn{conn: conn, b: &pgx.Batch{}}
+	t.queue("BEGIN")
+	ferr := fn(t)
+	var k keepError
+	if ferr != nil && !errors.As(ferr, &k) {
+		return ferr
+	}
+	s.queueNotes(t)
+	t.queue("COMMIT")
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	if err := t.flush(cctx); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// queueNotes queues the notifications of t, one statement for all kinds.
+func (s *Store) queueNotes(t *txn) {
+	if len(t.notes) == 0 {
+		return
+	}
+	kinds := make([]string, 0, len(t.notes))
+	for k := range t.notes {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	payloads := make([]string, len(kinds))
+	for i, k := range kinds {
+		payloads[i] = encodePayload(k, t.notes[k], s.cfg.NodeID)
+	}
+	t.queue(`SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, s.channel, payloads)
+}
+
+// --- errors ----------------------------------------------------------------
+
+// retryable reports whether err is a deadlock or serialization failure,
+// after which the whole transaction may run again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// translate turns a driver error into one that carries meaning upward: rota
+// errors pass through; unique violations become rota.ErrConflict, lost or
+// refused connections rota.ErrUnavailable, both still wrapping the driver
+// error for logs; anything else is wrapped with the operation's name.
+func (s *Store) translate(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var re *rota.Error
+	if errors.As(err, &re) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "23505": // unique_violation
+			what := "a row with the same key"
+			if pe.ConstraintName == "tasks_pkey" {
+				what = "a task with this id"
+			}
+			return fmt.Errorf("pgstore: %s: %w: %w", op, rota.Errorf(rota.CodeConflict, "%s already exists", what), err)
+		case strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "57P"), pe.Code == "53300",
+			pe.Code == "40P01", pe.Code == "40001":
+			return fmt.Errorf("pgstore: %s: %w: %w", op, rota.Errorf(rota.CodeUnavailable, "the database is unavailable or busy"), err)
+		}
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	if errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || s.isClosed() {
+		return fmt.Errorf("pgstore: %s: %w: %w", op, rota.Errorf(rota.CodeUnavailable, "the database is unreachable"), err)
+	}
+	return fmt.Errorf("pgstore: %s: %w", op, err)
+}
+
+func (s *Store) isClosed() bool {
+	select {
+	case <-s.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// notFound, conflict and leaseLost make the rota errors a client sees; the
+// wording is sqlitestore's.
+func notFound(what, id string) error {
+	return rota.Errorf(rota.CodeNotFound, "%s %s not found", what, id)
+}
+
+func conflict(format string, args ...any) error {
+	return rota.Errorf(rota.CodeConflict, format, args...)
+}
+
+func leaseLost(runID, why string) error {
+	return rota.Errorf(rota.CodeLeaseLost, "run %s is no longer held by this worker: %s", runID, why)
+}
+
+// --- instants --------------------------------------------------------------
+
+// ms is t in unix milliseconds, 0 for the zero time.
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// tm is the inverse of ms, in UTC.
+func tm(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+// --- notification payloads -------------------------------------------------
+
+// encodePayload renders a notification: "kind|runAtMs|nodeID". Kind names
+// cannot contain '|' (rota.KindPattern); the node id comes last, so it may.
+func encodePayload(kind string, runAt int64, node string) string {
+	return kind + "|" + strconv.FormatInt(runAt, 10) + "|" + node
+}
+
+// decodePayload parses what encodePayload made.
+func decodePayload(p string) (n store.Notification, node string, ok bool) {
+	parts := strings.SplitN(p, "|", 3)
+	if len(parts) != 3 || parts[0] == "" {
+		return store.Notification{}, "", false
+	}
+	at, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil {
+		return store.Notification{}, "", false
+	}
+	return store.Notification{Kind: parts[0], RunAt: tm(at)}, parts[2], true
+}

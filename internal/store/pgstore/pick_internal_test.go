@@ -1,0 +1,179 @@
+package pgstore
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/rotahq/rota/internal/store"
+)
+
+// weightedPickOracle is sqlitestore's weightedPick, copied verbatim: the
+// definition weightedPickFunc must agree with.
+func weightedPickOracle[T any](queues [3][]T, f, pos, max int) ([]T, int) {
+	if f < 1 {
+		f = 1
+	}
+	bounds := [3]int{f * f, f*f + f, f*f + f + 1} // end of each level's slots
+	round := bounds[2]
+	if pos < 0 || pos >= round {
+		pos = 0
+	}
+	levelAt := func(p int) int {
+		switch {
+		case p < bounds[0]:
+			return 0
+		case p < bounds[1]:
+			return 1
+		}
+		return 2
+	}
+	var out []T
+	for len(out) < max {
+		if len(queues[0])+len(queues[1])+len(queues[2]) == 0 {
+			break
+		}
+		l := levelAt(pos)
+		if len(queues[l]) == 0 {
+			pos = bounds[l] % round // first slot of the next level
+			continue
+		}
+		out = append(out, queues[l][0])
+		queues[l] = queues[l][1:]
+		pos = (pos + 1) % round
+	}
+	return out, pos
+}
+
+// roundSlots is a Go transcription of the SQL function round_slot: for
+// each level (high, mid, low), the slots at which its first n tasks go out
+// in weighted rounds of f² high, f mid and 1 low starting at position pos,
+// counted from the start of pos's round.
+func roundSlots(f, pos, n int) [3][]int64 {
+	if f < 1 {
+		f = 1
+	}
+	count := [3]int{f * f, f, 1}       // slots per round
+	first := [3]int{0, f * f, f*f + f} // first slot in the round
+	round := f*f + f + 1
+	if pos < 0 || pos >= round {
+		pos = 0
+	}
+	var out [3][]int64
+	for l := range 3 {
+		from := max(pos, first[l])
+		left := max(0, first[l]+count[l]-from) // the level's slots left in pos's round
+		out[l] = make([]int64, n)
+		for i := range n {
+			if i < left {
+				out[l][i] = int64(from + i)
+				continue
+			}
+			j := i - left
+			out[l][i] = int64(round*(1+j/count[l]) + first[l] + j%count[l])
+		}
+	}
+	return out
+}
+
+// pickBySlots is what candidatesSQL does, over in-memory queues: rank each
+// level's tasks, give the i-th the level's i-th slot (roundSlots), keep the
+// max with the smallest slots; the position follows the last one taken.
+func pickBySlots[T any](queues [3][]T, f, pos, max int) ([]T, int) {
+	slots := roundSlots(f, pos, max)
+	type item struct {
+		slot int64
+		v    T
+	}
+	var items []item
+	for l := range 3 {
+		for i, v := range queues[l][:min(max, len(queues[l]))] {
+			items = append(items, item{slots[l][i], v})
+		}
+	}
+	slices.SortFunc(items, func(a, b item) int { return cmp.Compare(a.slot, b.slot) })
+	items = items[:min(max, len(items))]
+	if len(items) == 0 {
+		if f < 1 {
+			f = 1
+		}
+		if pos < 0 || pos >= f*f+f+1 {
+			pos = 0
+		}
+		return nil, pos
+	}
+	out := make([]T, len(items))
+	for i, it := range items {
+		out[i] = it.v
+	}
+	return out, nextRoundPos(f, items[len(items)-1].slot)
+}
+
+// TestRoundSlotsMatchSQLite checks the slot restatement of the weighted
+// round against sqlitestore's weightedPick over every small queue shape,
+// factor, position and max.
+func TestRoundSlotsMatchSQLite(t *testing.T) {
+	t.Parallel()
+	for f := 0; f <= 4; f++ {
+		round := max(f, 1)*max(f, 1) + max(f, 1) + 1
+		for pos := -1; pos <= round; pos++ {
+			for n := 0; n <= 9; n++ {
+				for n0 := 0; n0 <= 6; n0++ {
+					for n1 := 0; n1 <= 5; n1++ {
+						for n2 := 0; n2 <= 4; n2++ {
+							var queues [3][]string
+							for l, k := range []int{n0, n1, n2} {
+								for i := range k {
+									queues[l] = append(queues[l], fmt.Sprintf("%d.%d", l, i))
+								}
+							}
+							wantOut, wantPos := weightedPickOracle(queues, f, pos, n)
+							gotOut, gotPos := pickBySlots(queues, f, pos, n)
+							if !slices.Equal(gotOut, wantOut) || gotPos != wantPos {
+								t.Fatalf("f=%d pos=%d max=%d queues=%d/%d/%d: got %v pos %d, want %v pos %d",
+									f, pos, n, n0, n1, n2, gotOut, gotPos, wantOut, wantPos)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestPayloadRoundTrip(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		kind string
+		at   int64
+		node string
+	}{
+		{"email", 0, "node-1"},
+		{"a.b:c-d_e", 1767225600123, ""},
+		{"k", 42, "node|with|bars"},
+	}
+	for _, c := range cases {
+		n, node, ok := decodePayload(encodePayload(c.kind, c.at, c.node))
+		want := store.Notification{Kind: c.kind, RunAt: tm(c.at)}
+		if !ok || n != want || node != c.node {
+			t.Errorf("round trip of %+v: %+v %q %v", c, n, node, ok)
+		}
+	}
+	for _, bad := range []string{"", "k", "k|x|n", "|1|n"} {
+		if _, _, ok := decodePayload(bad); ok {
+			t.Errorf("decodePayload(%q) ok, want refusal", bad)
+		}
+	}
+}
+
+func TestChannelName(t *testing.T) {
+	t.Parallel()
+	if got := channelName("public"); got != "rota.public" {
+		t.Errorf("channelName(public) = %q", got)
+	}
+	long := channelName(string(make([]byte, 63)))
+	if len(long) > 63 || long == channelName(string(make([]byte, 62))) {
+		t.Errorf("channelName of a long schema = %q (len %d)", long, len(long))
+	}
+}

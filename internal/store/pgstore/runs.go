@@ -1,0 +1,392 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+)
+
+const runCols = `id, task_id, kind, worker_id, worker_address, attempt, status, start_time, end_time,
+	lease_expires_at, deadline, stop_requested, message`
+
+// runRow is a run as stored.
+type runRow struct {
+	rota.Run
+	kind string
+}
+
+func scanRun(row pgx.Row) (*runRow, error) {
+	var (
+		r                           runRow
+		start, end, lease, deadline int64
+	)
+	if err := row.Scan(&r.ID, &r.TaskID, &r.kind, &r.WorkerID, &r.WorkerAddress, &r.Attempt, &r.Status, &start, &end,
+		&lease, &deadline, &r.StopRequested, &r.Message); err != nil {
+		return nil, err
+	}
+	r.StartTime, r.EndTime, r.LeaseExpiresAt, r.Deadline = tm(start), tm(end), tm(lease), tm(deadline)
+	return &r, nil
+}
+
+func expiresAt(lease, deadline int64) int64 {
+	if deadline != 0 && deadline < lease {
+		return deadline
+	}
+	return lease
+}
+
+// lockTaskOfRun locks the task of run runID, then reads the run: the lock
+// order of the package doc, in one round trip. The task comes with its
+// kind's MaxRunning (read, not locked). rota.ErrNotFound when there is no
+// such run.
+func lockTaskOfRun(ctx context.Context, t *txn, runID string) (*taskRow, *runRow, error) {
+	var task *taskRow
+	var run *runRow
+	t.queue(`SELECT `+taskCols+`, COALESCE((SELECT max_running FROM kinds WHERE name = tasks.kind), 0)
+		FROM tasks WHERE id = (SELECT task_id FROM runs WHERE id = $1) FOR NO KEY UPDATE OF tasks`, runID).
+		QueryRow(func(row pgx.Row) error {
+			var cap int
+			r, err := scanTask(row, &cap)
+			if err == nil {
+				r.kindCap = cap
+			}
+			task = r
+			return err
+		})
+	// Runs change only under their task's lock, so this read (a statement
+	// that starts once the lock is held) is current.
+	t.queue(`SELECT `+runCols+` FROM runs WHERE id = $1`, runID).QueryRow(func(row pgx.Row) error {
+		r, err := scanRun(row)
+		run = r
+		return err
+	})
+	err := t.flush(ctx)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, notFound("run", runID)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("lock run %s: %w", runID, err)
+	}
+	return task, run, nil
+}
+
+// ownedRun locks and loads a run for a report by workerID at now. It
+// returns rota.ErrNotFound, or a lease-lost error; when the lease or
+// deadline had passed it expires the run on the spot and the lease-lost
+// error is a *store.ExpiredError (wrapped in keepError so the expiry
+// commits).
+func ownedRun(ctx context.Context, t *txn, runID, workerID string, now int64, backoff func(int) time.Duration) (*taskRow, *runRow, error) {
+	task, r, err := lockTaskOfRun(ctx, t, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.WorkerID != workerID {
+		return nil, nil, leaseLost(runID, fmt.Sprintf("it belongs to worker %s", r.WorkerID))
+	}
+	if r.Status != rota.StatusRunning {
+		return nil, nil, leaseLost(runID, fmt.Sprintf("it already ended %s", r.Status))
+	}
+	if exp := expiresAt(ms(r.LeaseExpiresAt), ms(r.Deadline)); exp <= now {
+		why := "its lease expired"
+		expireRun(t, task, r, now, backoff)
+		if !r.Deadline.IsZero() && ms(r.Deadline) <= now {
+			why = "its timeout passed"
+		}
+		return nil, nil, keepError{&store.ExpiredError{Kind: r.kind, TaskID: r.TaskID, Err: leaseLost(runID, why)}}
+	}
+	return task, r, nil
+}
+
+// RunHeartbeat implements store.Store.
+func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (store.RunHeartbeatResult, error) {
+	var res store.RunHeartbeatResult
+	err := s.tx(ctx, "heartbeat", func(t *txn) error {
+		now := ms(p.Now)
+		task, r, err := ownedRun(ctx, t, p.RunID, p.WorkerID, now, nil)
+		if err != nil {
+			return err
+		}
+		lease := now + int64(task.HeartbeatTimeoutSeconds)*1000
+		res = store.RunHeartbeatResult{Stop: r.StopRequested, LeaseExpiresAt: tm(lease),
+			HeartbeatTimeoutSeconds: task.HeartbeatTimeoutSeconds}
+		msg := r.Message
+		if p.Message != "" {
+			msg = p.Message
+		}
+		t.queue(`UPDATE runs SET lease_expires_at = $1, expires_at = $2, message = $3 WHERE id = $4`,
+			lease, expiresAt(lease, ms(r.Deadline)), msg, r.ID)
+		t.queue(`UPDATE workers SET last_seen = $1 WHERE id = $2 RETURNING stop_requested`, now, p.WorkerID).
+			QueryRow(func(row pgx.Row) error {
+				if err := row.Scan(&res.Drain); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+					return err
+				}
+				return nil
+			})
+		return nil
+	})
+	return res, err
+}
+
+// RunComplete implements store.Store.
+func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*rota.Task, error) {
+	var out *rota.Task
+	err := s.tx(ctx, "complete run", func(t *txn) error {
+		now := ms(p.Now)
+		task, r, err := ownedRun(ctx, t, p.RunID, p.WorkerID, now, p.Backoff)
+		if err != nil {
+			return err
+		}
+		o := outFailure
+		status := rota.StatusFailed
+		switch {
+		case p.Release:
+			o, status = outReleased, rota.StatusCanceled
+		case p.Success:
+			o, status = outSuccess, rota.StatusSuccess
+		}
+		if r.StopRequested {
+			status = rota.StatusCanceled
+		}
+		endRun(t, r, status, p.Message, now)
+		settle(t, task, r, o, settleParams{
+			message: p.Message, result: p.Result, retry: p.Retry, now: now, backoff: p.Backoff,
+		})
+		queueTaskWithRuns(t, task.ID, &out)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// outcome is how a run ended, from the task's point of view.
+type outcome int
+
+const (
+	outSuccess        outcome = iota
+	outFailure                // the worker reported failure
+	outLeaseLapsed            // no heartbeat within the lease
+	outDeadlinePassed         // the task's timeout passed
+	outReleased               // the worker handed the run back unfinished
+)
+
+// endRun queues the end of a RUNNING run. Its task must be locked; settle
+// takes the run's worker off the task's holders unless it succeeded.
+func endRun(t *txn, r *runRow, status rota.Status, msg string, now int64) {
+	t.queue(`UPDATE runs SET status = $1, end_time = $2, expires_at = 0, lease_expires_at = 0, message = $3
+		WHERE id = $4`, string(status), now, msg, r.ID)
+	r.Status = status
+}
+
+type settleParams struct {
+	message string
+	result  json.RawMessage
+	retry   bool
+	now     int64
+	backoff func(int) time.Duration
+}
+
+// settle queues the move of a locked task after one of its runs (r,
+// already ended) ended with the given outcome, and updates t to what it
+// stores, so that several runs of one task can be settled in a row. It
+// records a notification when the task is claimable again, or when the run
+// freed a place under its kind's MaxRunning cap.
+func settle(tx *txn, t *taskRow, r *runRow, out outcome, p settleParams) {
+	t.running--
+	if t.running < 0 {
+		t.running = 0
+	}
+	now := p.now
+	runAt := ms(t.RunAt)
+	endTime := ms(t.EndTime)
+	result := t.Result
+	msg := p.message
+	if t.kindCap > 0 {
+		tx.notify(t.Kind, now, now)
+	}
+	// The run's worker no longer holds the task, unless it succeeded.
+	dropHolder := r.Status != rota.StatusSuccess
+	if t.done {
+		// A straggler of a task that already ended: only the counter moves.
+		tx.queue(`UPDATE tasks SET running = $1, updated_at = $2,
+			holders = CASE WHEN $3 THEN array_remove(holders, $4) ELSE holders END WHERE id = $5`,
+			t.running, now, dropHolder, r.WorkerID, t.ID)
+		return
+	}
+	terminal := rota.Status("")
+	stopOthers := false
+	switch {
+	case r.StopRequested || out == outReleased:
+		if t.stopRequested {
+			if msg == "" {
+				msg = "stopped"
+			}
+			if t.running == 0 {
+				terminal = rota.StatusCanceled
+			}
+		} else if t.running == 0 {
+			// Only this run was stopped (its worker is no longer allowed)
+			// or it was handed back: the task goes back to the queue,
+			// nothing counted against it.
+			runAt = now
+			if msg == "" {
+				msg = "released by its worker"
+			}
+		}
+	case out == outSuccess:
+		t.successes++
+		if len(p.result) > 0 {
+			result = p.result
+		}
+		if t.successes >= t.Workers {
+			terminal = rota.StatusSuccess
+		}
+	default:
+		t.failures++
+		if msg == "" {
+			switch out {
+			case outLeaseLapsed:
+				msg = fmt.Sprintf("lease expired: no heartbeat within %ds", t.HeartbeatTimeoutSeconds)
+			case outDeadlinePassed:
+				msg = fmt.Sprintf("timeout: the run exceeded %ds", t.TimeoutSeconds)
+			default:
+				msg = "failed"
+			}
+		}
+		switch {
+		case (out == outFailure && !p.retry) || t.failures > t.MaxRetries:
+			terminal = rota.StatusFailed
+			if out == outDeadlinePassed {
+				terminal = rota.StatusTimeout
+			}
+			stopOthers = t.running > 0
+		case out == outLeaseLapsed:
+			runAt = now // taken over at once
+		default:
+			runAt = now
+			if p.backoff != nil {
+				runAt = now + p.backoff(t.failures).Milliseconds()
+			}
+		}
+	}
+	status := rota.StatusScheduled
+	if t.running > 0 {
+		status = rota.StatusRunning
+	}
+	if terminal != "" {
+		status, t.done, endTime = terminal, true, now
+	}
+	t.avail = !t.done && !t.stopRequested && t.running+t.successes < t.Workers
+	tx.queue(`UPDATE tasks SET status = $1, avail = $2, failures = $3, successes = $4,
+		running = $5, run_at = $6, end_time = $7, message = $8, result = $9::json, updated_at = $10,
+		holders = CASE WHEN $12 THEN array_remove(holders, $13) ELSE holders END WHERE id = $11`,
+		string(status), t.avail, t.failures, t.successes, t.running, runAt, endTime, msg,
+		nullJSON(result), now, t.ID, dropHolder, r.WorkerID)
+	t.Status, t.RunAt, t.EndTime, t.Message, t.Result = status, tm(runAt), tm(endTime), msg, result
+	t.IsSucceed = status == rota.StatusSuccess
+	if t.avail {
+		tx.notify(t.Kind, runAt, now)
+	}
+	if stopOthers {
+		tx.queue(`UPDATE runs SET stop_requested = true WHERE task_id = $1 AND status = 'RUNNING'`, t.ID)
+	}
+}
+
+// expireRun queues the end of a run whose lease or deadline passed at now,
+// as TIMEOUT. Its task (t) must be locked.
+func expireRun(tx *txn, t *taskRow, r *runRow, now int64, backoff func(int) time.Duration) {
+	out := outLeaseLapsed
+	if !r.Deadline.IsZero() && ms(r.Deadline) <= now {
+		out = outDeadlinePassed
+	}
+	msg := "lease expired: no heartbeat in time"
+	if out == outDeadlinePassed {
+		msg = "timeout: the run exceeded its time limit"
+	}
+	endRun(tx, r, rota.StatusTimeout, msg, now)
+	settle(tx, t, r, out, settleParams{now: now, backoff: backoff})
+}
+
+// RunExpire implements store.Store. It locks the tasks of the expired runs
+// it found with SKIP LOCKED: a task that a report is changing right now is
+// left for that report (which expires the run itself if it is late) or for
+// the next pass.
+func (s *Store) RunExpire(ctx context.Context, p store.RunExpireParams) (store.RunExpireResult, error) {
+	var res store.RunExpireResult
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	err := s.tx(ctx, "expire runs", func(t *txn) error {
+		res = store.RunExpireResult{}
+		now := ms(p.Now)
+		var tasks []*taskRow
+		err := t.query(ctx, func(rows pgx.Rows) (err error) {
+			tasks, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*taskRow, error) {
+				var cap int
+				r, err := scanTask(row, &cap)
+				if err == nil {
+					r.kindCap = cap
+				}
+				return r, err
+			})
+			return err
+		}, `SELECT `+taskCols+`, COALESCE((SELECT max_running FROM kinds WHERE name = tasks.kind), 0)
+			FROM tasks WHERE id IN (SELECT task_id FROM runs WHERE status = 'RUNNING' AND expires_at <= $1
+				ORDER BY expires_at, id LIMIT $2)
+			ORDER BY id FOR NO KEY UPDATE OF tasks SKIP LOCKED`, now, limit)
+		if err != nil {
+			return fmt.Errorf("find expired runs: %w", err)
+		}
+		if len(tasks) == 0 {
+			return nil
+		}
+		byID := make(map[string]*taskRow, len(tasks))
+		ids := make([]string, len(tasks))
+		for i, task := range tasks {
+			byID[task.ID], ids[i] = task, task.ID
+		}
+		// The tasks are locked: their runs are current.
+		var runs []*runRow
+		err = t.query(ctx, func(rows pgx.Rows) (err error) {
+			runs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*runRow, error) { return scanRun(row) })
+			return err
+		}, `SELECT `+runCols+` FROM runs WHERE task_id = ANY ($1) AND status = 'RUNNING'
+			AND expires_at <= $2 ORDER BY expires_at, id LIMIT $3`, ids, now, limit)
+		if err != nil {
+			return fmt.Errorf("load expired runs: %w", err)
+		}
+		kinds := map[string]bool{}
+		for _, r := range runs {
+			expireRun(t, byID[r.TaskID], r, now, p.Backoff)
+			res.Expired++
+			res.Tasks = append(res.Tasks, r.TaskID)
+			if !kinds[r.kind] {
+				kinds[r.kind] = true
+				res.Kinds = append(res.Kinds, r.kind)
+			}
+		}
+		return nil
+	})
+	return res, err
+}
+
+// RunNextExpiry implements store.Store.
+func (s *Store) RunNextExpiry(ctx context.Context) (time.Time, bool, error) {
+	var v *int64
+	if err := s.pool.QueryRow(ctx, `SELECT min(expires_at) FROM runs WHERE status = 'RUNNING'`).Scan(&v); err != nil {
+		return time.Time{}, false, s.translate("next expiry", err)
+	}
+	if v == nil {
+		return time.Time{}, false, nil
+	}
+	return tm(*v), true, nil
+}

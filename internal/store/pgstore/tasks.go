@@ -1,0 +1,498 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+)
+
+const taskCols = `id, kind, level, payload, key, status, done, avail, attempt, failures, successes, running,
+	max_retries, workers, worker_ids, timeout_s, hb_timeout_s, stop_requested, created_at, run_at,
+	start_time, end_time, worker_address, message, result, schedule_id, fire_time`
+
+// taskRow is a task as stored, with the bookkeeping the domain type hides.
+type taskRow struct {
+	rota.Task
+	done, avail, stopRequested   bool
+	failures, successes, running int
+	kindCap                      int // the kind's MaxRunning, when loaded (lockTaskOfRun)
+}
+
+// scanTask reads the taskCols of a row, plus extra destinations after them.
+func scanTask(row pgx.Row, extra ...any) (*taskRow, error) {
+	var (
+		r                                taskRow
+		level                            int
+		payload, result                  []byte
+		key                              *string
+		created, runAt, start, end, fire int64
+	)
+	dest := []any{&r.ID, &r.Kind, &level, &payload, &key, &r.Status, &r.done, &r.avail, &r.Attempt, &r.failures,
+		&r.successes, &r.running, &r.MaxRetries, &r.Workers, &r.WorkerIDs, &r.TimeoutSeconds,
+		&r.HeartbeatTimeoutSeconds, &r.stopRequested, &created, &runAt, &start, &end, &r.WorkerAddress, &r.Message,
+		&result, &r.ScheduleID, &fire}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return nil, err
+	}
+	r.Priority = rota.PriorityOfLevel(level)
+	if payload != nil {
+		r.Payload = json.RawMessage(payload)
+	}
+	if result != nil {
+		r.Result = json.RawMessage(result)
+	}
+	if key != nil {
+		r.Key = *key
+	}
+	if len(r.WorkerIDs) == 0 {
+		r.WorkerIDs = nil
+	}
+	r.CreatedAt, r.RunAt, r.StartTime, r.EndTime, r.FireTime = tm(created), tm(runAt), tm(start), tm(end), tm(fire)
+	r.IsSucceed = r.Status == rota.StatusSuccess
+	return &r, nil
+}
+
+// taskWithRuns reads a task and its runs in one statement (one snapshot).
+const taskWithRunsSQL = `SELECT ` + taskCols + `,
+	COALESCE((SELECT json_agg(json_build_object(
+		'id', r.id, 'task_id', r.task_id, 'worker_id', r.worker_id, 'worker_address', r.worker_address,
+		'attempt', r.attempt, 'status', r.status, 'start_time', r.start_time, 'end_time', r.end_time,
+		'lease_expires_at', r.lease_expires_at, 'deadline', r.deadline, 'stop_requested', r.stop_requested,
+		'message', r.message) ORDER BY r.id) FROM runs r WHERE r.task_id = tasks.id), '[]')
+	FROM tasks WHERE id = $1`
+
+// runJSON is one run as taskWithRunsSQL renders it.
+type runJSON struct {
+	ID             string      `json:"id"`
+	TaskID         string      `json:"task_id"`
+	WorkerID       string      `json:"worker_id"`
+	WorkerAddress  string      `json:"worker_address"`
+	Attempt        int         `json:"attempt"`
+	Status         rota.Status `json:"status"`
+	StartTime      int64       `json:"start_time"`
+	EndTime        int64       `json:"end_time"`
+	LeaseExpiresAt int64       `json:"lease_expires_at"`
+	Deadline       int64       `json:"deadline"`
+	StopRequested  bool        `json:"stop_requested"`
+	Message        string      `json:"message"`
+}
+
+// scanTaskWithRuns decodes a row of taskWithRunsSQL: a task with its runs,
+// oldest first.
+func scanTaskWithRuns(row pgx.Row, id string) (*rota.Task, error) {
+	var runs []byte
+	t, err := scanTask(row, &runs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound("task", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get task %s: %w", id, err)
+	}
+	var rs []runJSON
+	if err := json.Unmarshal(runs, &rs); err != nil {
+		return nil, fmt.Errorf("decode runs of task %s: %w", id, err)
+	}
+	if len(rs) > 0 {
+		t.Runs = make([]rota.Run, len(rs))
+	}
+	for i, r := range rs {
+		t.Runs[i] = rota.Run{
+			ID: r.ID, TaskID: r.TaskID, WorkerID: r.WorkerID, WorkerAddress: r.WorkerAddress, Attempt: r.Attempt,
+			Status: r.Status, StartTime: tm(r.StartTime), EndTime: tm(r.EndTime), LeaseExpiresAt: tm(r.LeaseExpiresAt),
+			Deadline: tm(r.Deadline), StopRequested: r.StopRequested, Message: r.Message,
+		}
+	}
+	return &t.Task, nil
+}
+
+// queueTaskWithRuns queues the read of a task with its runs into *out, as
+// the transaction sees it at that point of the queue.
+func queueTaskWithRuns(t *txn, id string, out **rota.Task) {
+	t.queue(taskWithRunsSQL, id).QueryRow(func(row pgx.Row) error {
+		task, err := scanTaskWithRuns(row, id)
+		*out = task
+		return err
+	})
+}
+
+// lockTask locks a task (FOR NO KEY UPDATE: every change of a task or of
+// its runs holds it) and returns it.
+func lockTask(ctx context.Context, t *txn, id string) (*taskRow, error) {
+	var row *taskRow
+	err := t.queryRow(ctx, func(r pgx.Row) (err error) {
+		row, err = scanTask(r)
+		return err
+	}, `SELECT `+taskCols+` FROM tasks WHERE id = $1 FOR NO KEY UPDATE`, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound("task", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock task %s: %w", id, err)
+	}
+	return row, nil
+}
+
+// nullString is s, or NULL when empty.
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// nullJSON is j, or NULL when empty.
+func nullJSON(j json.RawMessage) any {
+	if len(j) == 0 {
+		return nil
+	}
+	return string(j)
+}
+
+// idList is ids, never nil (worker_ids is NOT NULL; empty means any).
+func idList(ids []string) []string {
+	if ids == nil {
+		return []string{}
+	}
+	return ids
+}
+
+// TaskInsert implements store.Store.
+func (s *Store) TaskInsert(ctx context.Context, p store.TaskInsertParams) (store.TaskInsertResult, error) {
+	res, err := s.TaskInsertMany(ctx, []store.TaskInsertParams{p})
+	if err != nil {
+		return store.TaskInsertResult{}, err
+	}
+	return res[0], nil
+}
+
+const insertTaskSQL = `INSERT INTO tasks (id, kind, level, payload, key, status, max_retries, workers, worker_ids,
+	timeout_s, hb_timeout_s, created_at, run_at, schedule_id, fire_time, updated_at)
+	VALUES ($1, $2, $3, $4::json, $5, 'SCHEDULED', $6, $7, $8, $9, $10, $11, $12, $13, $14, $11)
+	ON CONFLICT (kind, key) WHERE key IS NOT NULL AND NOT done DO NOTHING`
+
+// maxKeyRetries bounds the insert-or-fetch loop of a keyed insert: the
+// unfinished task holding the key may finish between our insert attempt
+// and our read of it, which then finds nothing and inserts again.
+const maxKeyRetries = 16
+
+// TaskInsertMany implements store.Store. The tasks are inserted in one
+// pipelined batch; those whose key is taken by an unfinished task (ON
+// CONFLICT DO NOTHING on tasks_open_key) are then fetched, or inserted again
+// if that task finished meanwhile. A concurrent insert of the same key waits
+// on the index entry of the other until that commits or rolls back, so
+// exactly one task results.
+func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams) ([]store.TaskInsertResult, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	out := make([]store.TaskInsertResult, len(ps))
+	err := s.tx(ctx, "insert tasks", func(t *txn) error {
+		clear(out)
+		kinds := make([]string, 0, 1)
+		seen := map[string]bool{}
+		for _, p := range ps {
+			if !seen[p.Kind] {
+				seen[p.Kind] = true
+				kinds = append(kinds, p.Kind)
+			}
+		}
+		t.queue(`INSERT INTO kinds (name) SELECT unnest($1::text[]) ORDER BY 1 ON CONFLICT (name) DO NOTHING`, kinds)
+		inserted := make([]bool, len(ps))
+		keyed := false
+		// In (kind, key) order, stably: concurrent batches that share keys
+		// then wait for each other's index entries in one order rather
+		// than deadlock, and of two equal keys in a batch the first given
+		// is the one inserted.
+		order := make([]int, len(ps))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int {
+			return cmp.Or(strings.Compare(ps[a].Kind, ps[b].Kind), strings.Compare(ps[a].Key, ps[b].Key))
+		})
+		for _, i := range order {
+			keyed = keyed || ps[i].Key != ""
+			t.queue(insertTaskSQL, insertArgs(ps[i])...).Exec(func(ct pgconn.CommandTag) error {
+				inserted[i] = ct.RowsAffected() == 1
+				return nil
+			})
+		}
+		if !keyed {
+			// Every row inserts or the transaction fails: nothing to read
+			// before the commit, which carries the inserts.
+			for i, p := range ps {
+				out[i] = store.TaskInsertResult{Task: insertedTask(p)}
+				t.notify(p.Kind, ms(out[i].Task.RunAt), ms(p.Now))
+			}
+			return nil
+		}
+		if err := t.flush(ctx); err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		for _, i := range order {
+			p := ps[i]
+			if inserted[i] {
+				out[i] = store.TaskInsertResult{Task: insertedTask(p)}
+				continue
+			}
+			r, err := insertKeyed(ctx, t, p)
+			if err != nil {
+				return err
+			}
+			out[i] = r
+		}
+		for i, p := range ps {
+			if !out[i].Existing {
+				t.notify(p.Kind, ms(out[i].Task.RunAt), ms(p.Now))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func insertArgs(p store.TaskInsertParams) []any {
+	now := ms(p.Now)
+	runAt := ms(p.RunAt)
+	if runAt == 0 {
+		runAt = now
+	}
+	return []any{p.ID, p.Kind, p.Priority.Level(), nullJSON(p.Payload), nullString(p.Key), p.MaxRetries, p.Workers,
+		idList(p.WorkerIDs), p.TimeoutSeconds, p.HeartbeatTimeoutSeconds, now, runAt, p.ScheduleID, ms(p.FireTime)}
+}
+
+// insertedTask is the task p stored.
+func insertedTask(p store.TaskInsertParams) *rota.Task {
+	now := ms(p.Now)
+	runAt := ms(p.RunAt)
+	if runAt == 0 {
+		runAt = now
+	}
+	return &rota.Task{
+		ID: p.ID, Kind: p.Kind, Priority: p.Priority, Payload: p.Payload, Key: p.Key,
+		Status: rota.StatusScheduled, MaxRetries: p.MaxRetries, Workers: p.Workers, WorkerIDs: p.WorkerIDs,
+		TimeoutSeconds: p.TimeoutSeconds, HeartbeatTimeoutSeconds: p.HeartbeatTimeoutSeconds,
+		CreatedAt: tm(now), RunAt: tm(runAt), ScheduleID: p.ScheduleID, FireTime: tm(ms(p.FireTime)),
+	}
+}
+
+// insertKeyed returns the unfinished task holding p's key, or inserts p if
+// there is none any more.
+func insertKeyed(ctx context.Context, t *txn, p store.TaskInsertParams) (store.TaskInsertResult, error) {
+	for range maxKeyRetries {
+		var row *taskRow
+		err := t.queryRow(ctx, func(r pgx.Row) (err error) {
+			row, err = scanTask(r)
+			return err
+		}, `SELECT `+taskCols+` FROM tasks WHERE kind = $1 AND key = $2 AND NOT done`, p.Kind, p.Key)
+		switch {
+		case err == nil:
+			return store.TaskInsertResult{Task: &row.Task, Existing: true}, nil
+		case !errors.Is(err, pgx.ErrNoRows):
+			return store.TaskInsertResult{}, fmt.Errorf("look up key %q of kind %s: %w", p.Key, p.Kind, err)
+		}
+		var done bool
+		t.queue(insertTaskSQL, insertArgs(p)...).Exec(func(ct pgconn.CommandTag) error {
+			done = ct.RowsAffected() == 1
+			return nil
+		})
+		if err := t.flush(ctx); err != nil {
+			return store.TaskInsertResult{}, fmt.Errorf("insert task: %w", err)
+		}
+		if done {
+			return store.TaskInsertResult{Task: insertedTask(p)}, nil
+		}
+	}
+	return store.TaskInsertResult{}, rota.Errorf(rota.CodeUnavailable, "key %q of kind %s keeps changing hands; try again", p.Key, p.Kind)
+}
+
+// TaskGet implements store.Store.
+func (s *Store) TaskGet(ctx context.Context, id string) (*rota.Task, error) {
+	t, err := scanTaskWithRuns(s.pool.QueryRow(ctx, taskWithRunsSQL, id), id)
+	if err != nil {
+		return nil, s.translate("get task", err)
+	}
+	return t, nil
+}
+
+// TaskList implements store.Store.
+func (s *Store) TaskList(ctx context.Context, p store.TaskListParams) (store.TaskListResult, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, cond+" $"+strconv.Itoa(len(args)))
+	}
+	if p.Kind != "" {
+		add("kind =", p.Kind)
+	}
+	if p.Status != "" {
+		add("status =", string(p.Status))
+	}
+	if p.Key != "" {
+		add("key =", p.Key)
+	}
+	if p.Cursor != "" {
+		add("id <", p.Cursor)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q := `SELECT ` + taskCols + ` FROM tasks`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, limit+1)
+	q += " ORDER BY id DESC LIMIT $" + strconv.Itoa(len(args))
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return store.TaskListResult{}, s.translate("list tasks", err)
+	}
+	defer rows.Close()
+	var res store.TaskListResult
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return store.TaskListResult{}, s.translate("list tasks", err)
+		}
+		res.Tasks = append(res.Tasks, t.Task)
+	}
+	if err := rows.Err(); err != nil {
+		return store.TaskListResult{}, s.translate("list tasks", err)
+	}
+	if len(res.Tasks) > limit {
+		res.Tasks = res.Tasks[:limit]
+		res.NextCursor = res.Tasks[limit-1].ID
+	}
+	return res, nil
+}
+
+// TaskUpdate implements store.Store.
+func (s *Store) TaskUpdate(ctx context.Context, p store.TaskUpdateParams) (*rota.Task, error) {
+	var out *rota.Task
+	err := s.tx(ctx, "update task", func(t *txn) error {
+		row, err := lockTask(ctx, t, p.ID)
+		if err != nil {
+			return err
+		}
+		if row.done {
+			return conflict("task %s is already %s", row.ID, row.Status)
+		}
+		if p.Priority != nil {
+			row.Priority = *p.Priority
+		}
+		if p.MaxRetries != nil {
+			row.MaxRetries = *p.MaxRetries
+		}
+		if p.HeartbeatTimeoutSeconds != nil {
+			row.HeartbeatTimeoutSeconds = *p.HeartbeatTimeoutSeconds
+		}
+		if p.WorkerIDs != nil {
+			row.WorkerIDs = append([]string(nil), (*p.WorkerIDs)...)
+			if len(row.WorkerIDs) > 0 {
+				// Runs of workers no longer allowed are asked to stop.
+				t.queue(`UPDATE runs SET stop_requested = true WHERE task_id = $1 AND status = 'RUNNING'
+					AND NOT (worker_id = ANY ($2))`, row.ID, row.WorkerIDs)
+			}
+		}
+		now := ms(p.Now)
+		t.queue(`UPDATE tasks SET level = $1, max_retries = $2, hb_timeout_s = $3, worker_ids = $4,
+			updated_at = $5 WHERE id = $6`, row.Priority.Level(), row.MaxRetries, row.HeartbeatTimeoutSeconds,
+			idList(row.WorkerIDs), now, row.ID)
+		if row.avail && !row.stopRequested {
+			t.notify(row.Kind, ms(row.RunAt), now)
+		}
+		queueTaskWithRuns(t, p.ID, &out)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// TaskStop implements store.Store.
+func (s *Store) TaskStop(ctx context.Context, p store.TaskStopParams) (*rota.Task, error) {
+	msg := p.Message
+	if msg == "" {
+		msg = "stopped"
+	}
+	var out *rota.Task
+	err := s.tx(ctx, "stop task", func(t *txn) error {
+		row, err := lockTask(ctx, t, p.ID)
+		if err != nil {
+			return err
+		}
+		if row.done {
+			return conflict("task %s is already %s and cannot be stopped", row.ID, row.Status)
+		}
+		now := ms(p.Now)
+		if row.running == 0 {
+			t.queue(`UPDATE tasks SET status = 'CANCELED', avail = false, stop_requested = true,
+				end_time = $1, message = $2, updated_at = $1 WHERE id = $3`, now, msg, row.ID)
+		} else {
+			t.queue(`UPDATE runs SET stop_requested = true WHERE task_id = $1 AND status = 'RUNNING'`, row.ID)
+			t.queue(`UPDATE tasks SET stop_requested = true, avail = false, message = $1, updated_at = $2 WHERE id = $3`,
+				msg, now, row.ID)
+		}
+		queueTaskWithRuns(t, p.ID, &out)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// TaskNextRunAt implements store.Store: one index probe of tasks_due per
+// kind.
+func (s *Store) TaskNextRunAt(ctx context.Context, kinds []string, now time.Time) (time.Time, bool, error) {
+	var next *int64
+	err := s.pool.QueryRow(ctx, `SELECT min(n.run_at) FROM unnest($1::text[]) AS k(name),
+		LATERAL (SELECT run_at FROM tasks WHERE avail AND kind = k.name AND run_at > $2 ORDER BY run_at LIMIT 1) AS n`,
+		kinds, ms(now)).Scan(&next)
+	if err != nil {
+		return time.Time{}, false, s.translate("next run_at", err)
+	}
+	if next == nil {
+		return time.Time{}, false, nil
+	}
+	return tm(*next), true, nil
+}
+
+// TaskCleanup implements store.Store: one statement deletes the oldest
+// finished tasks of each kind with a retention (kinds by name, as
+// sqlitestore), their runs going with them (ON DELETE CASCADE). Each kind
+// is a range scan of tasks_done_end.
+func (s *Store) TaskCleanup(ctx context.Context, now time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	ct, err := s.pool.Exec(ctx, `DELETE FROM tasks WHERE id IN (
+			SELECT t.id FROM kinds k
+			CROSS JOIN LATERAL (SELECT id, end_time FROM tasks
+				WHERE done AND kind = k.name AND end_time < $1 - k.retention_seconds::bigint * 1000
+				ORDER BY end_time, id LIMIT $2) AS t
+			WHERE k.retention_seconds > 0
+			ORDER BY k.name, t.end_time, t.id LIMIT $2)`, ms(now), limit)
+	if err != nil {
+		return 0, s.translate("clean up tasks", err)
+	}
+	return int(ct.RowsAffected()), nil
+}
