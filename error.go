@@ -22,6 +22,7 @@ const (
 	CodeTooLarge        Code = "too_large"              // the body or payload is over its limit (413)
 	CodeUnsupportedType Code = "unsupported_media_type" // the body is not JSON (415)
 	CodeUnauthorized    Code = "unauthorized"           // missing or bad credentials (401)
+	CodeForbidden       Code = "forbidden"              // refused, e.g. a cross-site request from a browser (403)
 	CodeUnavailable     Code = "unavailable"            // shutting down or the store is unreachable (503)
 	CodeInternal        Code = "internal"               // a fault of the server (500)
 )
@@ -35,6 +36,7 @@ var codeTable = []struct {
 	{CodeMalformed, 40002, 400},
 	{CodeUnknownField, 40003, 400},
 	{CodeUnauthorized, 40100, 401},
+	{CodeForbidden, 40300, 403},
 	{CodeNotFound, 40400, 404},
 	{CodeMethod, 40500, 405},
 	{CodeConflict, 40900, 409},

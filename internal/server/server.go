@@ -15,13 +15,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/clock"
+
 	"github.com/rotahq/rota/internal/dispatch"
+	"github.com/rotahq/rota/internal/events"
 	"github.com/rotahq/rota/internal/httpapi"
+	"github.com/rotahq/rota/internal/metrics"
 	"github.com/rotahq/rota/internal/store"
 	"github.com/rotahq/rota/internal/store/pgstore"
 	"github.com/rotahq/rota/internal/store/sqlitestore"
+	"github.com/rotahq/rota/internal/ui"
 )
 
 // Version is the Rota version reported by the server.
@@ -74,6 +81,11 @@ type Server struct {
 	ln    net.Listener
 	errc  chan error
 
+	hub   *events.Hub
+	reg   *prometheus.Registry
+	sched *metrics.Metrics // the schedule engine's metrics
+	mux   *http.ServeMux
+
 	member    *membership
 	started   time.Time
 	stopLoops context.CancelFunc
@@ -107,14 +119,40 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s, err := compose(cfg, st)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// compose wires the components over an open store.
+func compose(cfg Config, st store.Store) (*Server, error) {
+	// Events: one per task or run state change, to the live stream (UI,
+	// SDK Subscribe) and to the metrics.
+	hub, err := events.New(events.Config{Now: cfg.Clock.Now})
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	schedMetrics, err := metrics.New(reg)
+	if err != nil {
+		return nil, err
+	}
+	queue, err := metrics.NewQueue(reg, st, cfg.Clock.Now)
+	if err != nil {
+		return nil, err
+	}
 	member := &membership{ttl: cfg.LeaderLease, tick: cfg.LeaderLease / 4}
 	disp, err := dispatch.New(dispatch.Config{
 		Store: st, Clock: cfg.Clock, Logger: cfg.Logger, IDs: &rota.IDGenerator{},
 		BackoffBase: cfg.RetryBackoff, ReapInterval: cfg.ReapInterval,
 		Leader: func() bool { l, _ := member.IsLeader(); return l },
+		Events: func(ev rota.Event) { hub.Publish(ev); queue.Observe(ev) },
 	})
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
 	api, err := httpapi.New(httpapi.Config{
@@ -122,23 +160,46 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		MaxPayload: cfg.MaxPayload, Version: Version, NodeID: cfg.NodeID,
 	})
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
 	auth := httpapi.NewAuthenticator(cfg.AuthToken)
+	uiCfg := ui.Config{Version: Version, Logger: cfg.Logger, CookieName: httpapi.AuthCookie}
+	if auth != nil {
+		uiCfg.CheckToken = auth.Check
+	}
+	web, err := ui.New(uiCfg)
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/api/", auth.Require(api.Handler()))
+	mux.Handle("/api/events", auth.Require(hub.Handler()))
+	mux.Handle("/api/stats/throughput", auth.Require(hub.ThroughputHandler()))
+	mux.Handle("/metrics", auth.Require(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:      slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	})))
+	mux.Handle("/", web.Handler())
 	s := &Server{
 		cfg:   cfg,
 		store: st,
 		disp:  disp,
+		hub:   hub,
+		reg:   reg,
+		sched: schedMetrics,
+		mux:   mux,
 		http: &http.Server{
-			Handler:           mux,
+			// Cross-origin protection: unsafe requests from other sites
+			// (Sec-Fetch-Site / Origin) are refused, so a page elsewhere
+			// cannot drive the API through a logged-in browser.
+			Handler:           crossOriginProtection().Handler(mux),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 		},
 		errc: make(chan error, 1),
 	}
+	// Open event streams end at shutdown, so that it is not held up.
+	s.http.RegisterOnShutdown(hub.Close)
 	member.srv = s
 	s.member = member
 	// Followers until elected: the first election round runs in Start.
@@ -242,4 +303,15 @@ func (s *Server) Stop(ctx context.Context) error {
 		s.http.Close()
 	}
 	return errors.Join(err, s.store.Close())
+}
+
+// crossOriginProtection refuses unsafe requests that a browser marks as
+// coming from another site (Sec-Fetch-Site, Origin), with a 403 envelope.
+// Non-browser clients (curl, SDKs) send neither header and pass.
+func crossOriginProtection() *http.CrossOriginProtection {
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httpapi.WriteError(w, rota.Errorf(rota.CodeForbidden, "cross-site request refused: %s %s came from another origin", r.Method, r.URL.Path))
+	}))
+	return cop
 }

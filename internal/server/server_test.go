@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -115,5 +116,45 @@ func TestAuthTokenRequired(t *testing.T) {
 	}
 	if got := get("/api/healthz", ""); got != 200 {
 		t.Fatalf("healthz without token: %d, want 200 (probes stay open)", got)
+	}
+}
+
+func TestCrossSiteRequestRefusedWithEnvelope(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := New(ctx, Config{Listen: "127.0.0.1:0", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(ctx)
+	req, _ := http.NewRequest("POST", "http://"+s.Addr()+"/api/tasks", strings.NewReader(`{"kind":"k","task":{}}`))
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	req.Header.Set("Origin", "http://evil.example")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var env struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+		t.Fatalf("403 body is not an envelope: %v", err)
+	}
+	if resp.StatusCode != 403 || env.Code != 40300 {
+		t.Fatalf("cross-site POST: %d %+v, want 403 and code 40300", resp.StatusCode, env)
+	}
+	// The same request from a non-browser client (no such headers) passes.
+	resp2, err := http.Post("http://"+s.Addr()+"/api/tasks", "application/json", strings.NewReader(`{"kind":"k","task":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp2.Body.Close()
+	if resp2.StatusCode != 200 {
+		t.Fatalf("plain POST: %d, want 200", resp2.StatusCode)
 	}
 }

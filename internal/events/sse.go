@@ -1,0 +1,251 @@
+package events
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/rotahq/rota"
+)
+
+// EventJSON is an event as the stream (GET /api/events) sends it in the
+// data line of each message. Instants are unix milliseconds.
+type EventJSON struct {
+	ID       uint64         `json:"id"`
+	Time     int64          `json:"time"` // unix milliseconds
+	Type     rota.EventType `json:"type"` // task, run, kind or worker
+	Kind     string         `json:"kind"`
+	TaskID   string         `json:"task_id"`
+	RunID    string         `json:"run_id"`
+	WorkerID string         `json:"worker_id"`
+	Status   rota.Status    `json:"status"` // the task's for task events, the run's for run events
+	Attempt  int            `json:"attempt"`
+	Message  string         `json:"message"`
+	// RunAt is the task's ready time (unix ms) on run-start events, else
+	// absent.
+	RunAt int64 `json:"run_at,omitempty"`
+}
+
+// ToJSON returns the wire form of ev.
+func ToJSON(ev rota.Event) EventJSON {
+	out := EventJSON{
+		ID: ev.ID, Time: unixMilli(ev.Time), Type: ev.Type, Kind: ev.Kind, TaskID: ev.TaskID, RunID: ev.RunID,
+		WorkerID: ev.WorkerID, Status: ev.Status, Attempt: ev.Attempt, Message: ev.Message,
+	}
+	if ev.Type == rota.EventRun && ev.Status == rota.StatusRunning {
+		out.RunAt = unixMilli(ev.RunAt)
+	}
+	return out
+}
+
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// resetJSON is the data of a reset message.
+type resetJSON struct {
+	LastID uint64 `json:"last_id"`
+}
+
+// maxBatch is how many queued events a stream writes before it flushes.
+const maxBatch = 256
+
+// Handler serves the event stream, GET /api/events, as server-sent events
+// (text/event-stream).
+//
+// Query: kinds=a,b keeps only those kinds' events. A client that
+// reconnects names the last ID it saw in the Last-Event-ID header (browsers
+// do it on their own) or the last_event_id parameter; it then first gets
+// the buffered events after it. When that ID is older than the buffer or
+// unknown to this server, the stream begins with a "reset" message (its
+// data {"last_id": N}): the client must reload its state.
+//
+// Each event is a message without an event name whose id is the event's ID
+// and whose data is its EventJSON. The stream begins with a retry hint and
+// the current position (an id line with no data), repeats the position in
+// a comment-and-id heartbeat every Config.Heartbeat, and ends when the
+// client goes away, when the subscriber falls too far behind (the client
+// reconnects with its last ID), or when the Hub is closed.
+func (h *Hub) Handler() http.Handler {
+	return http.HandlerFunc(h.serveEvents)
+}
+
+func (h *Hub) serveEvents(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		writeError(w, rota.Errorf(rota.CodeMethod, "method %s is not allowed on %s; allowed: GET", r.Method, r.URL.Path))
+		return
+	}
+	kinds, after, err := parseQuery(r, true)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		if after, err = parseID("Last-Event-ID", v); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	sub, rep, err := h.Subscribe(Filter{Kinds: kinds}, after)
+	if err != nil {
+		writeError(w, rota.Errorf(rota.CodeUnavailable, "the server is shutting down"))
+		return
+	}
+	defer sub.Close()
+
+	rc := http.NewResponseController(w)
+	// A stream outlives any write timeout of the server.
+	_ = rc.SetWriteDeadline(time.Time{})
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream; charset=utf-8")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no") // tell nginx not to buffer
+	hd.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+
+	bw := bufio.NewWriterSize(w, 32<<10)
+	flush := func() bool {
+		return bw.Flush() == nil && rc.Flush() == nil
+	}
+	var enc bytes.Buffer
+	writeEvent := func(ev rota.Event) {
+		enc.Reset()
+		_ = json.NewEncoder(&enc).Encode(ToJSON(ev)) // cannot fail: plain fields
+		bw.WriteString("id: ")
+		bw.WriteString(strconv.FormatUint(ev.ID, 10))
+		bw.WriteString("\ndata: ")
+		bw.Write(bytes.TrimRight(enc.Bytes(), "\n"))
+		bw.WriteString("\n\n")
+	}
+	writePosition := func(id uint64) {
+		bw.WriteString("id: ")
+		bw.WriteString(strconv.FormatUint(id, 10))
+		bw.WriteString("\n\n")
+	}
+
+	bw.WriteString("retry: ")
+	bw.WriteString(strconv.FormatInt(h.cfg.Retry.Milliseconds(), 10))
+	bw.WriteString("\n\n")
+	if rep.Reset {
+		data, _ := json.Marshal(resetJSON{LastID: rep.LastID})
+		bw.WriteString("event: reset\nid: ")
+		bw.WriteString(strconv.FormatUint(rep.LastID, 10))
+		bw.WriteString("\ndata: ")
+		bw.Write(data)
+		bw.WriteString("\n\n")
+	}
+	for _, ev := range rep.Events {
+		writeEvent(ev)
+	}
+	if !rep.Reset {
+		// The client is now up to date with everything before the
+		// subscription, matching or not.
+		writePosition(rep.LastID)
+	}
+	if !flush() {
+		return
+	}
+
+	beat := time.NewTicker(h.cfg.Heartbeat)
+	defer beat.Stop()
+	ctx := r.Context()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-beat.C:
+			bw.WriteString(": keepalive\n")
+			if id, ok := sub.position(); ok {
+				writePosition(id)
+			} else {
+				bw.WriteString("\n")
+			}
+			if !flush() {
+				return
+			}
+		case ev, ok := <-sub.C():
+			if !ok {
+				return
+			}
+			writeEvent(ev)
+		drain:
+			for range maxBatch {
+				select {
+				case ev, ok := <-sub.C():
+					if !ok {
+						flush()
+						return
+					}
+					writeEvent(ev)
+				default:
+					break drain
+				}
+			}
+			if !flush() {
+				return
+			}
+		}
+	}
+}
+
+// position returns the ID of the latest published event when every event
+// of the subscription's filter up to it has been taken from C (nothing is
+// queued), and false otherwise. A stream sends it so that a client with a
+// narrow filter reconnects from a recent ID.
+func (s *Subscription) position() (uint64, bool) {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	if _, ok := s.hub.subs[s]; !ok || len(s.ch) > 0 {
+		return 0, false
+	}
+	return s.hub.next - 1, true
+}
+
+// envelope is the API's response body.
+type envelope struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data"`
+}
+
+// writeData answers 200 with data in a success envelope.
+func writeData(w http.ResponseWriter, data any) {
+	writeEnvelope(w, http.StatusOK, envelope{Message: "ok", Data: data})
+}
+
+// writeError answers with err's code (a *rota.Error; anything else is
+// internal) in an error envelope, naming the field at fault.
+func writeError(w http.ResponseWriter, err error) {
+	code := rota.ErrorCode(err)
+	env := envelope{Code: code.Number(), Message: string(code)}
+	var re *rota.Error
+	if errors.As(err, &re) {
+		env.Message = re.Message
+		if re.Field != "" {
+			env.Data = map[string]string{"field": re.Field}
+		}
+	}
+	writeEnvelope(w, code.HTTPStatus(), env)
+}
+
+func writeEnvelope(w http.ResponseWriter, status int, env envelope) {
+	body, err := json.Marshal(env)
+	if err != nil {
+		status = http.StatusInternalServerError
+		body = []byte(`{"code":50000,"message":"internal error","data":null}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}

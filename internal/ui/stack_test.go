@@ -1,0 +1,154 @@
+package ui_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/dispatch"
+	"github.com/rotahq/rota/internal/events"
+	"github.com/rotahq/rota/internal/httpapi"
+	"github.com/rotahq/rota/internal/metrics"
+	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/sqlitestore"
+	"github.com/rotahq/rota/internal/ui"
+	"github.com/rotahq/rota/rotaclient"
+)
+
+// stack is a whole Rota node in-process, composed the way
+// internal/server composes it: store → dispatcher (events into the hub and
+// the queue metrics) → API, event stream, throughput, /metrics and the UI
+// on one mux, behind the optional token check and cross-origin protection.
+type stack struct {
+	URL    string
+	client *rotaclient.Client
+	hub    *events.Hub
+	store  store.Store
+	disp   *dispatch.Dispatcher
+	reg    *prometheus.Registry
+}
+
+type stackOptions struct {
+	// authToken turns on authentication.
+	authToken string
+	// routes adds routes to the server's mux (fakes of APIs not merged).
+	routes func(mux *http.ServeMux)
+}
+
+func newStack(t *testing.T, opts stackOptions) *stack {
+	t.Helper()
+	ctx := context.Background()
+	logger := slog.New(slog.DiscardHandler)
+	st, err := sqlitestore.New(ctx, sqlitestore.Config{Path: filepath.Join(t.TempDir(), "rota.db"), Relaxed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub, err := events.New(events.Config{Retry: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	if _, err := metrics.New(reg); err != nil {
+		t.Fatal(err)
+	}
+	queue, err := metrics.NewQueue(reg, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disp, err := dispatch.New(dispatch.Config{
+		Store: st, Logger: logger, BackoffBase: 20 * time.Millisecond, ReapInterval: 50 * time.Millisecond,
+		Events: func(ev rota.Event) {
+			hub.Publish(ev)
+			queue.Observe(ev)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := disp.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	api, err := httpapi.New(httpapi.Config{Store: st, Dispatcher: disp, Logger: logger, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := httpapi.NewAuthenticator(opts.authToken)
+	uiCfg := ui.Config{Version: "test", Logger: logger}
+	if auth != nil {
+		uiCfg.CheckToken = auth.Check
+		uiCfg.CookieName = httpapi.AuthCookie
+	}
+	u, err := ui.New(uiCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/api/", auth.Require(api.Handler()))
+	mux.Handle("GET /api/events", auth.Require(hub.Handler()))
+	mux.Handle("GET /api/stats/throughput", auth.Require(hub.ThroughputHandler()))
+	mux.Handle("GET /metrics", auth.Require(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})))
+	mux.Handle("/", u.Handler())
+	if opts.routes != nil {
+		opts.routes(mux)
+	}
+	srv := httptest.NewUnstartedServer(http.NewCrossOriginProtection().Handler(mux))
+	srv.Config.RegisterOnShutdown(hub.Close)
+	srv.Start()
+	t.Cleanup(func() {
+		hub.Close()
+		srv.Close()
+		disp.Stop()
+		st.Close()
+	})
+	// One live node that leads, as a started server shows itself.
+	now := time.Now()
+	if err := st.NodeHeartbeat(ctx, store.NodeHeartbeatParams{NodeID: "node-1", Address: srv.Listener.Addr().String(), Version: "test", StartedAt: now, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.LeaderAttemptElect(ctx, store.LeaderElectParams{NodeID: "node-1", TTL: time.Hour, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	hdr := http.Header{}
+	if opts.authToken != "" {
+		hdr.Set("Authorization", "Bearer "+opts.authToken)
+	}
+	c, err := rotaclient.New(rotaclient.Config{BaseURL: srv.URL, Header: hdr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &stack{URL: srv.URL, client: c, hub: hub, store: st, disp: disp, reg: reg}
+}
+
+// submit stores a task through the API.
+func (s *stack) submit(t *testing.T, p rotaclient.TaskParams) string {
+	t.Helper()
+	res, err := s.client.Submit(context.Background(), p)
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	return res.TaskID
+}
+
+// waitTask polls the task until ok accepts it.
+func (s *stack) waitTask(t *testing.T, id string, within time.Duration, ok func(*rota.Task) bool) *rota.Task {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		task, err := s.client.GetTask(context.Background(), id)
+		if err == nil && ok(task) {
+			return task
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s: condition not met within %v (last: %+v, %v)", id, within, task, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,90 @@
+// Tasks: filter by kind, status and key, page with the cursor, find a task
+// by id. The first page follows the event stream.
+import {api, query} from '../lib/api.js';
+import {h, replace, badge, table, timeEl, shortID, coalesce, select, STATUSES} from '../lib/dom.js';
+
+const LIMIT = 50;
+
+export default async function render(root, _params, {live, signal, navigate}) {
+  const q = new URLSearchParams(location.search);
+  const filter = {kind: q.get('kind') || '', status: q.get('status') || '', key: q.get('key') || '', cursor: q.get('cursor') || ''};
+
+  const kindSelect = select('kind', [['', 'any kind']], filter.kind, {id: 'filter-kind'});
+  const statusSelect = select('status', [['', 'any status'], ...STATUSES], filter.status, {id: 'filter-status'});
+  const keyInput = h('input', {name: 'key', id: 'filter-key', value: filter.key, placeholder: 'idempotency key'});
+  const form = h('form', {class: 'row', id: 'task-filter', role: 'search', onsubmit: (e) => {
+    e.preventDefault();
+    navigate('/tasks' + query({kind: kindSelect.value, status: statusSelect.value, key: keyInput.value.trim()}));
+  }},
+  h('div', {class: 'field'}, h('label', {for: 'filter-kind'}, 'Kind'), kindSelect),
+  h('div', {class: 'field'}, h('label', {for: 'filter-status'}, 'Status'), statusSelect),
+  h('div', {class: 'field'}, h('label', {for: 'filter-key'}, 'Key'), keyInput),
+  h('div', {class: 'field'}, h('label', null, '\u00a0'), h('button', {type: 'submit', class: 'primary'}, 'Filter')));
+  for (const el of [kindSelect, statusSelect]) el.addEventListener('change', () => form.requestSubmit());
+
+  const idInput = h('input', {name: 'id', id: 'find-id', placeholder: '32 hex characters', autocomplete: 'off', spellcheck: 'false'});
+  const idError = h('p', {class: 'field-error', hidden: true, role: 'alert'});
+  const find = h('form', {class: 'row', id: 'task-find', onsubmit: (e) => {
+    e.preventDefault();
+    const id = idInput.value.trim().toLowerCase();
+    if (!/^[0-9a-f]{32}$/.test(id)) {
+      idInput.setAttribute('aria-invalid', 'true');
+      idError.textContent = 'A task id is 32 characters 0-9 a-f.';
+      idError.hidden = false;
+      return;
+    }
+    navigate('/tasks/' + id);
+  }},
+  h('div', {class: 'field'}, h('label', {for: 'find-id'}, 'Find a task by id'), idInput, idError),
+  h('div', {class: 'field'}, h('label', null, '\u00a0'), h('button', {type: 'submit'}, 'Open')));
+
+  const list = h('div', {id: 'task-list'}, h('p', {class: 'empty'}, 'Loading…'));
+  root.append(
+    h('div', {class: 'spread'}, h('h1', null, 'Tasks'), h('a', {href: '/submit'}, 'Submit a task')),
+    h('div', {class: 'card spread'}, form, find),
+    h('section', {class: 'card'}, list));
+
+  api('GET', '/api/kinds', undefined, {signal}).then(d => {
+    const names = (d.kinds || []).map(k => k.kind);
+    if (filter.kind && !names.includes(filter.kind)) names.push(filter.kind);
+    for (const n of names) kindSelect.append(h('option', {value: n, selected: n === filter.kind}, n));
+  }).catch(() => {});
+
+  let shown = new Set();
+  async function load() {
+    const data = await api('GET', '/api/tasks' + query({...filter, limit: LIMIT}), undefined, {signal});
+    if (signal.aborted) return;
+    const tasks = data.tasks || [];
+    shown = new Set(tasks.map(t => t.task_id));
+    const base = {kind: filter.kind, status: filter.status, key: filter.key};
+    replace(list,
+      tasks.length === 0 ? h('p', {class: 'empty'}, filter.cursor ? 'No more tasks.' : 'No task matches.') :
+        table(['Task', 'Kind', 'Priority', 'Status', h('th', {class: 'num'}, 'Attempt'), 'Created', 'Ended', 'Message'],
+          tasks.map(t => h('tr', {'data-task': t.task_id},
+            h('td', {class: 'mono'}, h('a', {href: '/tasks/' + t.task_id, title: t.task_id}, shortID(t.task_id))),
+            h('td', null, t.kind),
+            h('td', null, t.priority),
+            h('td', null, badge(t.status)),
+            h('td', {class: 'num'}, `${t.attempt}/${t.max_retries + 1}`),
+            h('td', null, timeEl(t.created_at)),
+            h('td', null, timeEl(t.end_time)),
+            h('td', {class: 'wrap'}, t.message))), {id: 'tasks-table'}),
+      h('div', {class: 'row'},
+        filter.cursor ? h('a', {href: '/tasks' + query(base), id: 'first-page'}, '« Newest') : null,
+        data.next_cursor ? h('a', {href: '/tasks' + query({...base, cursor: data.next_cursor}), id: 'next-page'}, 'Older »') : null));
+  }
+
+  const refresh = coalesce(() => load().catch(showError), 150);
+  function showError(err) {
+    if (err.name === 'AbortError') return;
+    replace(list, h('div', {class: 'error-box', role: 'alert'}, err.message));
+  }
+  await load().catch(showError);
+  const off = live.on((ev) => {
+    if (ev.type === 'reset') return refresh();
+    if (ev.type !== 'task' || (filter.kind && ev.kind !== filter.kind)) return;
+    // The first page shows new tasks; later pages only change in place.
+    if (!filter.cursor || shown.has(ev.task_id)) refresh();
+  });
+  return () => { off(); refresh.cancel(); };
+}
