@@ -475,15 +475,34 @@ func (d *Dispatcher) Update(ctx context.Context, p store.TaskUpdateParams) (*rot
 	return t, nil
 }
 
+// StopWorker asks a worker to drain and wakes its waiting claim so that it
+// learns at once (the dispatcher cannot wake one worker, so the waiters of
+// its kinds look again and go back to waiting).
+func (d *Dispatcher) StopWorker(ctx context.Context, id string) (*rota.Worker, error) {
+	now := d.cfg.Clock.Now()
+	w, err := d.cfg.Store.WorkerStop(ctx, id, now)
+	if err != nil {
+		return nil, err
+	}
+	d.emit(rota.Event{Type: rota.EventWorker, WorkerID: w.ID, Message: "stop requested", Time: now})
+	for _, k := range w.Kinds {
+		d.Notify(k, -1)
+	}
+	return w, nil
+}
+
 // KindUpsert changes a kind's settings; resuming it wakes its workers.
 func (d *Dispatcher) KindUpsert(ctx context.Context, p store.KindUpsertParams) (*rota.Kind, error) {
 	k, err := d.cfg.Store.KindUpsert(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	msg := "resumed"
-	if k.Paused {
+	msg := "updated"
+	switch {
+	case p.Paused != nil && *p.Paused:
 		msg = "paused"
+	case p.Paused != nil:
+		msg = "resumed"
 	}
 	d.emit(rota.Event{Type: rota.EventKind, Kind: k.Name, Message: msg, Time: d.cfg.Clock.Now()})
 	d.Notify(k.Name, -1)

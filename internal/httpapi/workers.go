@@ -292,15 +292,9 @@ func (w *workerIDRequest) readRequest(r *http.Request) error {
 //
 // POST /api/workers/{id}/stop
 func (a *API) workerStop(ctx context.Context, req *workerIDRequest) (*workerJSON, error) {
-	w, err := a.store.WorkerStop(ctx, req.id, a.disp.Now())
+	w, err := a.disp.StopWorker(ctx, req.id)
 	if err != nil {
 		return nil, fmt.Errorf("stop worker: %w", err)
-	}
-	// Wake the worker's waiting claim so that it learns at once. The
-	// dispatcher cannot wake one worker, so this wakes the kinds' waiters,
-	// who look again and go back to waiting.
-	for _, k := range w.Kinds {
-		a.disp.Notify(k, -1)
 	}
 	return toWorkerJSON(w), nil
 }

@@ -191,9 +191,9 @@ func settle(ctx context.Context, tx *wtx, r *runRow, out outcome, p settleParams
 	switch {
 	case r.StopRequested || out == outReleased:
 		if t.stopRequested {
-			if msg == "" {
-				msg = "stopped"
-			}
+			// The task keeps the reason it was stopped for; the run keeps
+			// what its worker reported.
+			msg = t.Message
 			if t.running == 0 {
 				terminal = rota.StatusCanceled
 			}

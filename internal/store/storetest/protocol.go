@@ -42,6 +42,19 @@ func testProtocol(t *testing.T, ns newStoreFunc) {
 		wantStatus(t, got, rota.StatusCanceled)
 	})
 
+	parallel(t, ns, "StopReasonKept", func(t *testing.T, f *Fixture) {
+		task := f.InsertNew(kindK, f.At(0))
+		c := f.ClaimOne("w1", f.At(sec(1)), kindK)
+		if _, err := f.Store.TaskStop(f.Ctx(), store.TaskStopParams{ID: task.ID, Message: "operator: bad input", Now: f.At(sec(2))}); err != nil {
+			t.Fatal(err)
+		}
+		got := f.Complete(store.RunCompleteParams{RunID: c.RunID, WorkerID: "w1", Message: "context canceled", Retry: true, Now: f.At(sec(3))})
+		wantStatus(t, got, rota.StatusCanceled)
+		if got.Message != "operator: bad input" || got.Runs[0].Message != "context canceled" {
+			t.Fatalf("task message %q, run message %q; want the stop reason on the task and the report on the run", got.Message, got.Runs[0].Message)
+		}
+	})
+
 	parallel(t, ns, "ReleaseByOtherWorkerRefused", func(t *testing.T, f *Fixture) {
 		task := f.InsertNew(kindK, f.At(0))
 		c := f.ClaimOne("w1", f.At(sec(1)), kindK)
