@@ -843,10 +843,12 @@ func TestKeyScopedByKind(t *testing.T) {
 func TestHeartbeatKeepsLease(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	id := e.submit(map[string]any{"kind": "hb", "task": 1, "heartbeat_timeout_seconds": 1})
+	// A 2 s lease renewed every 200 ms for 3 s: the run outlives its first
+	// lease, with room for a loaded test machine.
+	id := e.submit(map[string]any{"kind": "hb", "task": 1, "heartbeat_timeout_seconds": 2})
 	c := e.claimOne("w1", "hb", 0)
 	var last int64
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 		var hb heartbeatResponse
 		e.ok("POST", "/api/runs/"+c.RunID+"/heartbeat", map[string]any{"worker_id": "w1"}, &hb)
 		if hb.Stop || hb.Drain || hb.LeaseExpiresAt < last || hb.LeaseExpiresAt < time.Now().Unix() {
@@ -855,7 +857,7 @@ func TestHeartbeatKeepsLease(t *testing.T) {
 		last = hb.LeaseExpiresAt
 	}
 	if got := e.task(id); got.Status != rota.StatusRunning || len(got.Runs) != 1 {
-		t.Fatalf("after 2s of heartbeats: %s, %d runs", got.Status, len(got.Runs))
+		t.Fatalf("after 3s of heartbeats: %s, %d runs", got.Status, len(got.Runs))
 	}
 	if r := e.succeed(c.RunID, "w1"); r.Status != rota.StatusSuccess {
 		t.Fatalf("succeed: %+v", r)
