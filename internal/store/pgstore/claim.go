@@ -254,6 +254,9 @@ func nextRoundPos(f int, slot int64) int {
 // the tasks picked are locked (FOR NO KEY UPDATE SKIP LOCKED, their
 // conditions checked again on the latest row version): a task that a
 // report or a stop holds is left out of this claim rather than waited for.
+// That last step names no kind (a task's kind never changes), so that the
+// planner finds the picked rows by primary key even before the table has
+// statistics, not through an index over the kind's tasks.
 var candidatesSQL = func() string {
 	const cols = `id, level, run_at FROM tasks WHERE avail AND kind = $1 AND run_at <= $2 AND $3 <> ALL (holders)`
 	var branches []string
@@ -281,7 +284,7 @@ var candidatesSQL = func() string {
 		)
 		SELECT p.slot, t.id, t.payload, t.level, t.attempt, t.timeout_s, t.hb_timeout_s, t.run_at
 		FROM tasks t JOIN picked p ON p.id = t.id
-		WHERE t.avail AND t.kind = $1 AND t.run_at <= $2 AND $3 <> ALL (t.holders)
+		WHERE t.avail AND t.run_at <= $2 AND $3 <> ALL (t.holders)
 			AND (NOT t.pinned OR $3 = ANY (t.worker_ids))
 		ORDER BY p.slot
 		FOR NO KEY UPDATE OF t SKIP LOCKED`

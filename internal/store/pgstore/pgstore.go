@@ -77,12 +77,14 @@
 // SupportsNotify is true. Transactions that make tasks claimable now or
 // later (insert, retry after failure, lease expiry, a stopped or released
 // run that requeues, a run ending under a MaxRunning cap, TaskUpdate,
-// KindUpsert of an unpaused kind) call pg_notify before they commit, at
-// most once per kind per transaction, on the channel "rota." + schema. The payload is
-// "kind|runAtMs|nodeID": runAtMs is 0 when the tasks are claimable at the
-// transaction's Now, nodeID is Config.NodeID of the sender. Subscribe
-// LISTENs on a dedicated connection and delivers every notification,
-// including this node's own.
+// KindUpsert of an unpaused kind) record it; once they have committed, the
+// store's notifier sends pg_notify on the channel "rota." + schema, for
+// every such change since its last send in one statement (see notifier for
+// why not inside the transactions). The payload is "kind|runAtMs|nodeID":
+// runAtMs is 0 when tasks are claimable now, else the earliest instant
+// some become claimable (a kind may get one of each); nodeID is
+// Config.NodeID of the sender. Subscribe LISTENs on a dedicated connection
+// and delivers every notification, including this node's own.
 package pgstore
 
 import (
@@ -97,7 +99,6 @@ import (
 	"log/slog"
 	"net"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -147,6 +148,12 @@ type Store struct {
 	log      *slog.Logger
 	closed   chan struct{} // closed by Close
 	closeOne sync.Once
+
+	// Notifications waiting for the notifier (notify.go).
+	noteMu   sync.Mutex
+	pending  notes         // guarded by noteMu
+	noteWake chan struct{} // capacity 1: pending has something
+	noteDone chan struct{} // closed when the notifier has stopped
 }
 
 var _ store.Store = (*Store)(nil)
@@ -190,17 +197,21 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("pgstore: open pool: %w", err)
 	}
 	s := &Store{
-		cfg:     cfg,
-		pool:    pool,
-		connCfg: pcfg.ConnConfig.Copy(),
-		channel: channelName(cfg.Schema),
-		log:     cfg.Logger,
-		closed:  make(chan struct{}),
+		cfg:      cfg,
+		pool:     pool,
+		connCfg:  pcfg.ConnConfig.Copy(),
+		channel:  channelName(cfg.Schema),
+		log:      cfg.Logger,
+		closed:   make(chan struct{}),
+		pending:  make(notes),
+		noteWake: make(chan struct{}, 1),
+		noteDone: make(chan struct{}),
 	}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
+	go s.notifier()
 	return s, nil
 }
 
@@ -277,11 +288,12 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the pool and ends the store's subscriptions. It is
-// idempotent.
+// Close sends the notifications still waiting, closes the pool and ends
+// the store's subscriptions. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOne.Do(func() {
 		close(s.closed)
+		<-s.noteDone
 		s.pool.Close()
 	})
 	return nil
@@ -292,13 +304,13 @@ func (s *Store) Close() error {
 // txn is a transaction of the store, pipelined: statements are queued and
 // sent together when a result is needed (flush), so that the transaction
 // costs a round trip per read rather than per statement. BEGIN goes with
-// the first flush and COMMIT with the last, together with the
-// notifications recorded with notify. A heartbeat or a report is thus two
-// round trips: lock and read, then write and commit.
+// the first flush and COMMIT with the last. A heartbeat or a report is thus
+// two round trips: lock and read, then write and commit. The notifications
+// recorded with notify go to the notifier once the commit succeeded.
 type txn struct {
 	conn  *pgx.Conn
-	b     *pgx.Batch       // queued, not yet sent
-	notes map[string]int64 // kind → earliest instant (ms) it has claimable tasks; 0 = now
+	b     *pgx.Batch // queued, not yet sent
+	notes notes      // sent once the transaction has committed
 }
 
 // queue adds a statement to the next flush. Attach a callback (Exec,
@@ -331,17 +343,13 @@ func (t *txn) query(ctx context.Context, fn func(pgx.Rows) error, sql string, ar
 }
 
 // notify records that tasks of kind are claimable from runAt on (both in
-// ms); an instant not after now means now.
+// ms); an instant not after now means now. The notification is sent once
+// the transaction has committed (see notifier).
 func (t *txn) notify(kind string, runAt, now int64) {
-	if runAt <= now {
-		runAt = 0
-	}
 	if t.notes == nil {
-		t.notes = make(map[string]int64)
+		t.notes = make(notes)
 	}
-	if old, ok := t.notes[kind]; !ok || runAt < old {
-		t.notes[kind] = runAt
-	}
+	t.notes.add(kind, runAt, now)
 }
 
 // keepError marks an error whose transaction must still commit (a stale
@@ -361,11 +369,13 @@ const maxTxAttempts = 3
 // must not be told that a change failed when it was committed.
 const commitTimeout = 30 * time.Second
 
-// tx runs fn in a transaction and commits it, sending the notifications fn
-// recorded. fn may run again (after a deadlock), so it must reset what it
-// reports; callbacks fn queued without flushing run during the commit
-// flush, after fn returned. An error of fn rolls back, except a keepError:
-// its transaction commits and its inner error is returned.
+// tx runs fn in a transaction and commits it, then posts the notifications
+// fn recorded. fn may run again (after a deadlock), so it must reset what
+// it reports; callbacks fn queued without flushing run during the commit
+// flush, after fn returned and after COMMIT was sent (so a callback error
+// there is returned although the transaction committed: use them for
+// reads only). An error of fn rolls back, except a keepError: its
+// transaction commits and its inner error is returned.
 func (s *Store) tx(ctx context.Context, op string, fn func(t *txn) error) error {
 	for attempt := 1; ; attempt++ {
 		err := s.txOnce(ctx, fn)
@@ -406,31 +416,14 @@ func (s *Store) txOnce(ctx context.Context, fn func(t *txn) error) error {
 	if ferr != nil && !errors.As(ferr, &k) {
 		return ferr
 	}
-	s.queueNotes(t)
 	t.queue("COMMIT")
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	if err := t.flush(cctx); err != nil {
 		return err
 	}
+	s.post(t.notes)
 	return ferr
-}
-
-// queueNotes queues the notifications of t, one statement for all kinds.
-func (s *Store) queueNotes(t *txn) {
-	if len(t.notes) == 0 {
-		return
-	}
-	kinds := make([]string, 0, len(t.notes))
-	for k := range t.notes {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	payloads := make([]string, len(kinds))
-	for i, k := range kinds {
-		payloads[i] = encodePayload(k, t.notes[k], s.cfg.NodeID)
-	}
-	t.queue(`SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, s.channel, payloads)
 }
 
 // --- errors ----------------------------------------------------------------
@@ -443,9 +436,11 @@ func retryable(err error) bool {
 }
 
 // translate turns a driver error into one that carries meaning upward: rota
-// errors pass through; unique violations become rota.ErrConflict, lost or
-// refused connections rota.ErrUnavailable, both still wrapping the driver
-// error for logs; anything else is wrapped with the operation's name.
+// errors pass through; unique violations become rota.ErrConflict, values
+// the database refuses (invalid JSON, ...) rota.ErrInvalid, lost or refused
+// connections and deadlocks rota.ErrUnavailable, all still wrapping the
+// driver error for logs; anything else is wrapped with the operation's
+// name.
 func (s *Store) translate(op string, err error) error {
 	if err == nil {
 		return nil
@@ -466,6 +461,8 @@ func (s *Store) translate(op string, err error) error {
 				what = "a task with this id"
 			}
 			return fmt.Errorf("pgstore: %s: %w: %w", op, rota.Errorf(rota.CodeConflict, "%s already exists", what), err)
+		case strings.HasPrefix(pe.Code, "22"): // data exception: a value the column cannot hold
+			return fmt.Errorf("pgstore: %s: %w: %w", op, rota.Errorf(rota.CodeInvalid, "a value was refused by the database: %s", pe.Message), err)
 		case strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "57P"), pe.Code == "53300",
 			pe.Code == "40P01", pe.Code == "40001":
 			return fmt.Errorf("pgstore: %s: %w: %w", op, rota.Errorf(rota.CodeUnavailable, "the database is unavailable or busy"), err)
@@ -520,25 +517,4 @@ func tm(v int64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(v).UTC()
-}
-
-// --- notification payloads -------------------------------------------------
-
-// encodePayload renders a notification: "kind|runAtMs|nodeID". Kind names
-// cannot contain '|' (rota.KindPattern); the node id comes last, so it may.
-func encodePayload(kind string, runAt int64, node string) string {
-	return kind + "|" + strconv.FormatInt(runAt, 10) + "|" + node
-}
-
-// decodePayload parses what encodePayload made.
-func decodePayload(p string) (n store.Notification, node string, ok bool) {
-	parts := strings.SplitN(p, "|", 3)
-	if len(parts) != 3 || parts[0] == "" {
-		return store.Notification{}, "", false
-	}
-	at, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil {
-		return store.Notification{}, "", false
-	}
-	return store.Notification{Kind: parts[0], RunAt: tm(at)}, parts[2], true
 }

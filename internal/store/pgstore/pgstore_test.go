@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -11,7 +13,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
 	"github.com/rotahq/rota/internal/store/pgstore"
 	"github.com/rotahq/rota/internal/store/storetest"
@@ -161,5 +165,37 @@ func TestUnreachableFailsClearly(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "pgstore") {
 		t.Fatalf("error %q does not say where it comes from", err)
+	}
+}
+
+func TestDriverErrorsTranslated(t *testing.T) {
+	t.Parallel()
+	f := storetest.NewFixture(t, open(t))
+	first := f.InsertNew("k", f.At(0))
+	p := f.Params("k", f.At(time.Second))
+	p.ID = first.ID
+	_, err := f.Store.TaskInsert(f.Ctx(), p)
+	if !errors.Is(err, rota.ErrConflict) {
+		t.Fatalf("duplicate id: err = %v (code %s), want a conflict", err, rota.ErrorCode(err))
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "23505" {
+		t.Fatalf("duplicate id: the driver error is not kept for logs: %v", err)
+	}
+	p = f.Params("k", f.At(time.Second))
+	p.Payload = json.RawMessage(`{"not json`)
+	if _, err := f.Store.TaskInsert(f.Ctx(), p); !errors.Is(err, rota.ErrInvalid) {
+		t.Fatalf("invalid payload: err = %v (code %s), want invalid", err, rota.ErrorCode(err))
+	}
+	if _, err := f.Store.TaskGet(f.Ctx(), f.NewTaskID(f.At(time.Hour))); !errors.Is(err, rota.ErrNotFound) {
+		t.Fatalf("unknown task: err = %v, want not found", err)
+	}
+	if _, err := f.Store.RunHeartbeat(f.Ctx(), store.RunHeartbeatParams{RunID: "nope", WorkerID: "w", Now: f.At(0)}); !errors.Is(err, rota.ErrNotFound) {
+		t.Fatalf("unknown run: err = %v, want not found", err)
+	}
+	st := openSchema(t, newSchema(t), "n")
+	st.Close()
+	if err := st.Ping(t.Context()); !errors.Is(err, rota.ErrUnavailable) {
+		t.Fatalf("ping of a closed store: err = %v (code %s), want unavailable", err, rota.ErrorCode(err))
 	}
 }

@@ -52,10 +52,10 @@ func lockTaskOfRun(ctx context.Context, t *txn, runID string) (*taskRow, *runRow
 	t.queue(`SELECT `+taskCols+`, COALESCE((SELECT max_running FROM kinds WHERE name = tasks.kind), 0)
 		FROM tasks WHERE id = (SELECT task_id FROM runs WHERE id = $1) FOR NO KEY UPDATE OF tasks`, runID).
 		QueryRow(func(row pgx.Row) error {
-			var cap int
-			r, err := scanTask(row, &cap)
+			var kindCap int
+			r, err := scanTask(row, &kindCap)
 			if err == nil {
-				r.kindCap = cap
+				r.kindCap = kindCap
 			}
 			task = r
 			return err
@@ -226,9 +226,9 @@ func settle(tx *txn, t *taskRow, r *runRow, out outcome, p settleParams) {
 	switch {
 	case r.StopRequested || out == outReleased:
 		if t.stopRequested {
-			if msg == "" {
-				msg = "stopped"
-			}
+			// The task keeps the reason it was stopped for; the run keeps
+			// what its worker reported.
+			msg = t.Message
 			if t.running == 0 {
 				terminal = rota.StatusCanceled
 			}
@@ -331,10 +331,10 @@ func (s *Store) RunExpire(ctx context.Context, p store.RunExpireParams) (store.R
 		var tasks []*taskRow
 		err := t.query(ctx, func(rows pgx.Rows) (err error) {
 			tasks, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*taskRow, error) {
-				var cap int
-				r, err := scanTask(row, &cap)
+				var kindCap int
+				r, err := scanTask(row, &kindCap)
 				if err == nil {
-					r.kindCap = cap
+					r.kindCap = kindCap
 				}
 				return r, err
 			})

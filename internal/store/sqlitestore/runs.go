@@ -302,7 +302,7 @@ func (s *Store) RunExpire(ctx context.Context, p store.RunExpireParams) (store.R
 	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		res = store.RunExpireResult{}
 		now := ms(p.Now)
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM runs WHERE status = 'RUNNING' AND expires_at <= ? ORDER BY expires_at LIMIT ?`, now, limit)
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM runs WHERE status = 'RUNNING' AND expires_at <= ? ORDER BY expires_at, id LIMIT ?`, now, limit)
 		if err != nil {
 			return fmt.Errorf("sqlitestore: find expired runs: %w", err)
 		}

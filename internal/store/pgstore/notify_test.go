@@ -1,0 +1,232 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/storetest"
+)
+
+// subscribe runs Subscribe on st in the background until the test ends and
+// returns the channel of what it delivers.
+func subscribe(t *testing.T, st store.Store) <-chan store.Notification {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan store.Notification, 1024)
+	done := make(chan error, 1)
+	go func() {
+		done <- st.Subscribe(ctx, func(n store.Notification) {
+			select {
+			case ch <- n:
+			default:
+			}
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Subscribe returned %v, want nil when its context ends", err)
+		}
+	})
+	return ch
+}
+
+// waitFor returns the first notification of kind on ch within d.
+func waitFor(ch <-chan store.Notification, kind string, d time.Duration) (store.Notification, bool) {
+	timeout := time.After(d)
+	for {
+		select {
+		case n := <-ch:
+			if n.Kind == kind {
+				return n, true
+			}
+		case <-timeout:
+			return store.Notification{}, false
+		}
+	}
+}
+
+// warmUp inserts tasks of kind "warmup" through f until notes hears of
+// one (Subscribe gives no signal once it listens), then drops whatever the
+// warm-up left queued.
+func warmUp(t *testing.T, f *storetest.Fixture, notes <-chan store.Notification) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f.InsertNew("warmup", f.At(0))
+		if _, ok := waitFor(notes, "warmup", 200*time.Millisecond); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no notification for tasks inserted by another store within 10s")
+		}
+	}
+	for {
+		select {
+		case <-notes:
+		case <-time.After(300 * time.Millisecond):
+			return
+		}
+	}
+}
+
+func TestSubscribeHearsOtherNode(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	a := openSchema(t, schema, "node-a")
+	b := openSchema(t, schema, "node-b")
+	other := openSchema(t, newSchema(t), "node-c") // another schema: must not cross-talk
+	if !a.SupportsNotify() {
+		t.Fatal("SupportsNotify = false")
+	}
+	notes := subscribe(t, a)
+	fb := storetest.NewFixture(t, b)
+	warmUp(t, fb, notes)
+
+	fo := storetest.NewFixture(t, other)
+	fo.InsertNew("isolated", fo.At(0))
+
+	// A task due now: RunAt zero. A delayed one: its RunAt, so that the
+	// receiver can set a timer.
+	start := time.Now()
+	fb.InsertNew("now", fb.At(0))
+	n, ok := waitFor(notes, "now", time.Second)
+	if !ok {
+		t.Fatal("no notification within 1s of an insert by another store")
+	}
+	t.Logf("notification latency %v", time.Since(start))
+	if !n.RunAt.IsZero() {
+		t.Fatalf("notification of a due task has RunAt %v, want zero (now)", n.RunAt)
+	}
+	p := fb.Params("later", fb.At(0))
+	p.RunAt = fb.At(90*time.Second + 250*time.Millisecond)
+	fb.Insert(p)
+	n, ok = waitFor(notes, "later", time.Second)
+	if !ok {
+		t.Fatal("no notification within 1s of a delayed insert")
+	}
+	if !n.RunAt.Equal(p.RunAt) {
+		t.Fatalf("notification RunAt = %v, want %v", n.RunAt, p.RunAt)
+	}
+	// The other schema's insert was sent before the last two: had it
+	// crossed over, it would have been delivered by now.
+	for {
+		select {
+		case n := <-notes:
+			if n.Kind == "isolated" {
+				t.Fatal("heard a notification of another schema")
+			}
+			continue
+		default:
+		}
+		break
+	}
+}
+
+func TestSubscribeEvents(t *testing.T) {
+	// Retries, lease expiries, resumed kinds, updates and requeued stopped
+	// runs are heard as well as inserts.
+	t.Parallel()
+	schema := newSchema(t)
+	a := openSchema(t, schema, "node-a")
+	b := openSchema(t, schema, "node-b")
+	notes := subscribe(t, a)
+	f := storetest.NewFixture(t, b)
+	warmUp(t, f, notes)
+	expect := func(what, kind string, runAt time.Time) {
+		t.Helper()
+		n, ok := waitFor(notes, kind, time.Second)
+		if !ok {
+			t.Fatalf("%s: no notification for kind %s", what, kind)
+		}
+		if !n.RunAt.Equal(runAt) {
+			t.Fatalf("%s: RunAt %v, want %v", what, n.RunAt, runAt)
+		}
+	}
+
+	f.InsertNew("retry", f.At(0))
+	expect("insert", "retry", time.Time{})
+	c := f.ClaimOne("w1", f.At(time.Second), "retry")
+	f.Fail("w1", c.RunID, f.At(2*time.Second), func(n int) time.Duration { return 5 * time.Second })
+	expect("retry after backoff", "retry", f.At(7*time.Second))
+
+	f.InsertNew("lapse", f.At(0))
+	expect("insert", "lapse", time.Time{})
+	f.ClaimOne("w1", f.At(time.Second), "lapse")
+	if res := f.Expire(f.At(time.Hour)); res.Expired == 0 {
+		t.Fatal("nothing expired")
+	}
+	expect("lease expiry", "lapse", time.Time{})
+
+	paused, resumed := true, false
+	if _, err := b.KindUpsert(t.Context(), store.KindUpsertParams{Name: "resume", Paused: &paused}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.KindUpsert(t.Context(), store.KindUpsertParams{Name: "resume", Paused: &resumed}); err != nil {
+		t.Fatal(err)
+	}
+	expect("resume", "resume", time.Time{})
+
+	p := f.Params("pin", f.At(0))
+	p.WorkerIDs = []string{"w1", "w2"}
+	f.Insert(p)
+	expect("insert", "pin", time.Time{})
+	c = f.ClaimOne("w1", f.At(time.Second), "pin")
+	if _, err := b.TaskUpdate(t.Context(), store.TaskUpdateParams{ID: p.ID, WorkerIDs: &[]string{"w2"}, Now: f.At(2 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	f.Succeed("w1", c.RunID, f.At(3*time.Second)) // stopped: ends CANCELED, task requeued
+	expect("stopped run requeued", "pin", time.Time{})
+
+	// An update of a waiting task: it may now suit other workers.
+	p = f.Params("upd", f.At(0))
+	p.WorkerIDs = []string{"w9"}
+	f.Insert(p)
+	expect("insert", "upd", time.Time{})
+	if _, err := b.TaskUpdate(t.Context(), store.TaskUpdateParams{ID: p.ID, WorkerIDs: &[]string{}, Now: f.At(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	expect("update", "upd", time.Time{})
+
+	f.InsertNew("release", f.At(0))
+	expect("insert", "release", time.Time{})
+	c = f.ClaimOne("w1", f.At(time.Second), "release")
+	f.Complete(store.RunCompleteParams{RunID: c.RunID, WorkerID: "w1", Release: true, Now: f.At(2 * time.Second)})
+	expect("released run", "release", time.Time{})
+}
+
+func TestSubscribeReconnects(t *testing.T) {
+	// The listening connection is killed: Subscribe reconnects, announces
+	// every kind (notifications may have been missed), and hears again.
+	t.Parallel()
+	schema := newSchema(t)
+	a := openSchema(t, schema, "node-a")
+	b := openSchema(t, schema, "node-b")
+	notes := subscribe(t, a)
+	f := storetest.NewFixture(t, b)
+	warmUp(t, f, notes) // drained: "warmup" below can only come from the announcement
+	conn, err := pgx.Connect(t.Context(), testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var killed int
+	if err := conn.QueryRow(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE query LIKE 'LISTEN %' AND query LIKE '%' || $1 || '%'`, schema).Scan(&killed); err != nil {
+		t.Fatal(err)
+	}
+	if killed != 1 {
+		t.Fatalf("terminated %d listening connections, want 1", killed)
+	}
+	if _, ok := waitFor(notes, "warmup", 5*time.Second); !ok {
+		t.Fatal("no notification announcing the known kinds after the reconnection")
+	}
+	f.InsertNew("after", f.At(0))
+	if _, ok := waitFor(notes, "after", 5*time.Second); !ok {
+		t.Fatal("no notification after the reconnection")
+	}
+}
