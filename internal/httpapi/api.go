@@ -163,6 +163,7 @@ func (a *API) routes() http.Handler {
 	a.mountWorkers(mux)
 	a.mountOps(mux)
 	a.mountCluster(mux)
+	a.mountSchedules(mux)
 	router := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := mux.Handler(r); pattern == "" {
 			a.unrouted(w, r, mux)

@@ -86,6 +86,8 @@ type Server struct {
 	sched *metrics.Metrics // the schedule engine's metrics
 	mux   *http.ServeMux
 
+	schedules *scheduling // the cron engine and HTTP executor; nil without store support
+
 	member    *membership
 	started   time.Time
 	stopLoops context.CancelFunc
@@ -205,6 +207,9 @@ func compose(cfg Config, st store.Store) (*Server, error) {
 	// Followers until elected: the first election round runs in Start.
 	disp.SetLeader(false)
 	s.member.OnLeaderChange(disp.SetLeader)
+	if s.schedules, err = s.initSchedules(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -229,6 +234,11 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	if err := s.disp.Start(ctx); err != nil {
 		ln.Close()
+		return err
+	}
+	if err := s.schedules.start(ctx); err != nil {
+		ln.Close()
+		s.disp.Stop()
 		return err
 	}
 	s.ln = ln
@@ -297,6 +307,7 @@ func (s *Server) Stop(ctx context.Context) error {
 		<-s.loopsDone
 		s.member.resign(ctx)
 	}
+	s.schedules.stop()
 	s.disp.Stop()
 	err := s.http.Shutdown(ctx)
 	if err != nil {

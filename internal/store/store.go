@@ -564,11 +564,15 @@ type ScheduleDecision struct {
 
 // ScheduleRunInsert is one new run of a decision.
 type ScheduleRunInsert struct {
-	TaskID    string
-	FireTime  time.Time
+	TaskID   string
+	FireTime time.Time
+	// RunAt is when the run becomes claimable; zero means Now. The engine
+	// decides fires slightly ahead of time under load and stores their runs
+	// with RunAt = FireTime, so that no worker gets them early.
+	RunAt     time.Time
 	Attempt   int
 	Held      bool            // store held back (QUEUE): claimable once released
-	Skip      rota.SkipReason // non-empty: store as SKIPPED, ended at Now
+	Skip      rota.SkipReason // non-empty: store as SKIPPED, ended at max(Now, FireTime)
 	Triggered bool
 	Message   string
 }

@@ -1,0 +1,860 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/schedule"
+	"github.com/rotahq/rota/internal/store"
+)
+
+// Limits of the schedules API.
+const (
+	maxScheduleName    = 200 // name, in characters
+	maxConcurrencyCap  = 10000
+	maxTargetHeaders   = 50
+	maxTargetURL       = 2048
+	maxPreview         = 1000 // n of /next and /preview
+	defaultPreview     = 10
+	defaultTimeoutSecs = 10 // timeout_seconds ≤ 0 (seed 003)
+	updateAttempts     = 5  // read-modify-write tries of an edit racing the engine
+)
+
+// mountSchedules registers the schedule routes. They need a store that
+// implements store.ScheduleStore; with any other, they answer 503.
+//
+// A change made here reaches the engine (on the leader, maybe another node)
+// at its next poll of the store (schedule.DefaultPollInterval), or at once
+// when the store's Version moved under a fire it was about to make.
+func (a *API) mountSchedules(mux *http.ServeMux) {
+	mount(a, mux, "POST /api/schedules", bodyRequired, a.scheduleCreate)
+	mount(a, mux, "GET /api/schedules", bodyNone, a.scheduleList)
+	mount(a, mux, "POST /api/schedules/preview", bodyRequired, a.schedulePreview)
+	mount(a, mux, "GET /api/schedules/{id}", bodyNone, a.scheduleGet)
+	mount(a, mux, "PATCH /api/schedules/{id}", bodyRequired, a.scheduleUpdate)
+	mount(a, mux, "DELETE /api/schedules/{id}", bodyOptional, a.scheduleDelete)
+	mount(a, mux, "POST /api/schedules/{id}/pause", bodyOptional, a.schedulePause)
+	mount(a, mux, "POST /api/schedules/{id}/resume", bodyOptional, a.scheduleResume)
+	mount(a, mux, "POST /api/schedules/{id}/trigger", bodyOptional, a.scheduleTrigger)
+	mount(a, mux, "GET /api/schedules/{id}/runs", bodyNone, a.scheduleRuns)
+	mount(a, mux, "GET /api/schedules/{id}/next", bodyNone, a.scheduleNext)
+}
+
+// schedules returns the store's schedule side, or 503.
+func (a *API) schedules() (store.ScheduleStore, error) {
+	ss, ok := a.store.(store.ScheduleStore)
+	if !ok {
+		return nil, rota.Errorf(rota.CodeUnavailable, "schedules are not supported by this server's store")
+	}
+	return ss, nil
+}
+
+// --- bodies ----------------------------------------------------------------
+
+// planBody is the plan object (seed 004).
+type planBody struct {
+	PlanType  string `json:"plan_type"`
+	PlanValue int    `json:"plan_value"`
+	PlanRepet int    `json:"plan_repet"`
+	PlanTime  int64  `json:"plan_time"`
+	NoKeep    bool   `json:"no_keep"`
+}
+
+// targetBody is the target object: Rota itself calls url.
+type targetBody struct {
+	URL     string            `json:"url"`
+	Method  string            `json:"method"`
+	Headers map[string]string `json:"headers"`
+}
+
+// scheduleBody is the body of POST /api/schedules and PATCH
+// /api/schedules/{id}: in a PATCH, absent fields are left as they are; a
+// cron_expr replaces a plan and a plan a cron_expr; "target": null removes
+// the target.
+type scheduleBody struct {
+	Name              *string         `json:"name"`
+	Kind              *string         `json:"kind"`
+	Task              json.RawMessage `json:"task"`
+	Priority          *string         `json:"priority"`
+	CronExpr          *string         `json:"cron_expr"`
+	Timezone          *string         `json:"timezone"`
+	Plan              *planBody       `json:"plan"`
+	Enabled           *bool           `json:"enabled"`
+	MaxConcurrency    *int            `json:"max_concurrency"`
+	ConcurrencyPolicy *string         `json:"concurrency_policy"`
+	OverlapAction     *string         `json:"overlap_action"`
+	FailureAction     *string         `json:"failure_action"`
+	MisfirePolicy     *string         `json:"misfire_policy"`
+	CatchupLimit      *int            `json:"catchup_limit"`
+	TimeoutSeconds    *int            `json:"timeout_seconds"`
+	Target            json.RawMessage `json:"target"`
+}
+
+// newSchedule is a schedule with the API's defaults.
+func newSchedule() rota.Schedule {
+	return rota.Schedule{
+		Priority: rota.PriorityMid, Timezone: "UTC", Enabled: true, MaxConcurrency: 1,
+		ConcurrencyPolicy: rota.ConcurrencySkip, OverlapAction: rota.OverlapAllow, FailureAction: rota.FailureRunNew,
+		MisfirePolicy: rota.MisfireSkip, TimeoutSeconds: defaultTimeoutSecs,
+	}
+}
+
+func checkEnum[T ~string](field string, v *string, valid func(T) bool, names string) (T, bool, error) {
+	if v == nil {
+		return "", false, nil
+	}
+	t := T(strings.ToUpper(*v))
+	if !valid(t) {
+		return "", false, rota.Invalid(field, "must be one of %s, got %s", names, shortQuote(*v))
+	}
+	return t, true, nil
+}
+
+// apply checks b and applies it to s; create says whether this is a new
+// schedule (required fields).
+func (b *scheduleBody) apply(s *rota.Schedule, create bool, maxPayload int64) error {
+	if b.Name != nil {
+		if err := checkName("name", *b.Name, maxScheduleName); err != nil {
+			return err
+		}
+		s.Name = *b.Name
+	} else if create {
+		return rota.Invalid("name", "is required")
+	}
+	if b.Kind != nil {
+		if err := checkKind("kind", *b.Kind); err != nil {
+			return err
+		}
+		s.Kind = *b.Kind
+	} else if create {
+		return rota.Invalid("kind", "is required")
+	}
+	switch {
+	case len(b.Task) > 0:
+		if bytes.Equal(b.Task, []byte("null")) {
+			return rota.Invalid("task", "is required: any JSON value but null")
+		}
+		if n := int64(len(b.Task)); n > maxPayload {
+			return tooLarge("task", n, maxPayload)
+		}
+		s.Payload = append(json.RawMessage(nil), b.Task...)
+	case create:
+		return rota.Invalid("task", "is required: any JSON value but null")
+	}
+	if b.Priority != nil {
+		p, err := checkPriority("priority", b.Priority)
+		if err != nil {
+			return err
+		}
+		s.Priority = p
+	}
+	if b.CronExpr != nil && b.Plan != nil {
+		return rota.Invalid("cron_expr", "give cron_expr or plan, not both")
+	}
+	if b.CronExpr != nil {
+		if *b.CronExpr == "" {
+			return rota.Invalid("cron_expr", "must not be empty")
+		}
+		s.CronExpr, s.Plan = *b.CronExpr, nil
+	}
+	if b.Plan != nil {
+		s.CronExpr = ""
+		s.Plan = &rota.PlanSpec{Type: b.Plan.PlanType, Value: b.Plan.PlanValue, Repeat: b.Plan.PlanRepet, Time: b.Plan.PlanTime, NoKeep: b.Plan.NoKeep}
+	}
+	if create && s.CronExpr == "" && s.Plan == nil {
+		return rota.Invalid("cron_expr", "is required (or give a plan)")
+	}
+	if b.Timezone != nil {
+		s.Timezone = *b.Timezone
+		if s.Timezone == "" {
+			s.Timezone = "UTC"
+		}
+	}
+	if b.Enabled != nil {
+		s.Enabled = *b.Enabled
+	}
+	if b.MaxConcurrency != nil {
+		if err := checkRange("max_concurrency", *b.MaxConcurrency, 1, maxConcurrencyCap); err != nil {
+			return err
+		}
+		s.MaxConcurrency = *b.MaxConcurrency
+	}
+	if v, ok, err := checkEnum("concurrency_policy", b.ConcurrencyPolicy, rota.ConcurrencyPolicy.Valid, "SKIP, QUEUE"); err != nil {
+		return err
+	} else if ok {
+		s.ConcurrencyPolicy = v
+	}
+	if v, ok, err := checkEnum("overlap_action", b.OverlapAction, rota.OverlapAction.Valid, "ALLOW, SKIP, CANCEL_PREV, PARALLEL"); err != nil {
+		return err
+	} else if ok {
+		s.OverlapAction = v
+	}
+	if v, ok, err := checkEnum("failure_action", b.FailureAction, rota.FailureAction.Valid, "RUN_NEW, SKIP, RETRY"); err != nil {
+		return err
+	} else if ok {
+		s.FailureAction = v
+	}
+	if v, ok, err := checkEnum("misfire_policy", b.MisfirePolicy, rota.MisfirePolicy.Valid, "FIRE_NOW, SKIP, CATCH_UP_LIMITED"); err != nil {
+		return err
+	} else if ok {
+		s.MisfirePolicy = v
+	}
+	if b.CatchupLimit != nil {
+		if err := checkRange("catchup_limit", *b.CatchupLimit, 0, schedule.DefaultMaxCatchUp); err != nil {
+			return err
+		}
+		s.CatchupLimit = *b.CatchupLimit
+	}
+	if s.MisfirePolicy == rota.MisfireCatchUpLimited && s.CatchupLimit < 1 {
+		return rota.Invalid("catchup_limit", "must be 1 to %d with misfire_policy CATCH_UP_LIMITED", schedule.DefaultMaxCatchUp)
+	}
+	if b.TimeoutSeconds != nil {
+		if err := checkRange("timeout_seconds", *b.TimeoutSeconds, -1<<31, maxTimeoutSeconds); err != nil {
+			return err
+		}
+		s.TimeoutSeconds = *b.TimeoutSeconds
+		if s.TimeoutSeconds <= 0 {
+			s.TimeoutSeconds = defaultTimeoutSecs // seed 003: ≤ 0 means 10 s
+		}
+	}
+	if len(b.Target) > 0 {
+		t, err := checkTarget(b.Target)
+		if err != nil {
+			return err
+		}
+		s.Target = t
+	}
+	return nil
+}
+
+// checkTarget decodes and checks the target object; null removes it.
+func checkTarget(raw json.RawMessage) (*rota.Target, error) {
+	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return nil, nil
+	}
+	var tb targetBody
+	if err := decodeStrict(raw, &tb, "target"); err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(tb.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(tb.URL) > maxTargetURL {
+		return nil, rota.Invalid("target.url", "must be an absolute http or https URL of at most %d bytes", maxTargetURL)
+	}
+	method := strings.ToUpper(tb.Method)
+	switch method {
+	case "":
+		method = http.MethodPost
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+	default:
+		return nil, rota.Invalid("target.method", "must be GET, POST, PUT, PATCH or DELETE, got %s", shortQuote(tb.Method))
+	}
+	if len(tb.Headers) > maxTargetHeaders {
+		return nil, rota.Invalid("target.headers", "must have at most %d entries", maxTargetHeaders)
+	}
+	for k, v := range tb.Headers {
+		if k == "" || strings.ContainsAny(k, " \t\r\n:") || strings.ContainsAny(v, "\r\n") {
+			return nil, rota.Invalid("target.headers", "header %s is not a valid name and value", shortQuote(k))
+		}
+	}
+	return &rota.Target{URL: tb.URL, Method: method, Headers: tb.Headers}, nil
+}
+
+// armError maps a timetable error to an invalid-field error.
+func armError(err error) error {
+	var fe *schedule.FieldError
+	if errors.As(err, &fe) {
+		return rota.Invalid(fe.Field, "%s", strings.TrimPrefix(fe.Error(), fe.Field+": "))
+	}
+	return err
+}
+
+// --- JSON ----------------------------------------------------------------
+
+// schedulePlanJSON is the plan object of a schedule, with its progress.
+type schedulePlanJSON struct {
+	planBody
+	Seq       int64 `json:"seq"`        // position of the pending or running occurrence
+	PlanAt    int64 `json:"plan_at"`    // its time
+	RealRepet int64 `json:"real_repet"` // successful executions
+	Remaining int64 `json:"remaining"`  // executions left; -1 forever
+}
+
+// scheduleJSON is a schedule as the API shows it.
+type scheduleJSON struct {
+	ScheduleID        string            `json:"schedule_id"`
+	Name              string            `json:"name"`
+	Kind              string            `json:"kind"`
+	Priority          rota.Priority     `json:"priority"`
+	Task              json.RawMessage   `json:"task"`
+	CronExpr          string            `json:"cron_expr"`
+	Timezone          string            `json:"timezone"`
+	Plan              *schedulePlanJSON `json:"plan"`
+	Enabled           bool              `json:"enabled"`
+	MaxConcurrency    int               `json:"max_concurrency"`
+	ConcurrencyPolicy string            `json:"concurrency_policy"`
+	OverlapAction     string            `json:"overlap_action"`
+	FailureAction     string            `json:"failure_action"`
+	MisfirePolicy     string            `json:"misfire_policy"`
+	CatchupLimit      int               `json:"catchup_limit"`
+	TimeoutSeconds    int               `json:"timeout_seconds"`
+	Target            *targetBody       `json:"target"`
+	Version           int64             `json:"version"`
+	CreatedAt         int64             `json:"created_at"`
+	UpdatedAt         int64             `json:"updated_at"`
+	NextFireTime      int64             `json:"next_fire_time"` // 0 when none (disabled, ended, waiting for a run)
+	HighWater         int64             `json:"high_water"`     // last fire time handled
+	LastRunID         string            `json:"last_run_id"`
+	MisfireDropped    int64             `json:"misfire_dropped"`
+	Ended             bool              `json:"ended"`
+	EndedAt           int64             `json:"ended_at"`
+}
+
+func toScheduleJSON(s *rota.Schedule) *scheduleJSON {
+	out := &scheduleJSON{
+		ScheduleID: s.ID, Name: s.Name, Kind: s.Kind, Priority: s.Priority, Task: rawOrNull(s.Payload),
+		CronExpr: s.CronExpr, Timezone: s.Timezone, Enabled: s.Enabled, MaxConcurrency: s.MaxConcurrency,
+		ConcurrencyPolicy: string(s.ConcurrencyPolicy), OverlapAction: string(s.OverlapAction),
+		FailureAction: string(s.FailureAction), MisfirePolicy: string(s.MisfirePolicy), CatchupLimit: s.CatchupLimit,
+		TimeoutSeconds: s.TimeoutSeconds, Version: s.Version, CreatedAt: unix(s.CreatedAt), UpdatedAt: unix(s.UpdatedAt),
+		HighWater: unix(s.HighWater), LastRunID: s.LastRunID, MisfireDropped: s.MisfireDropped,
+		Ended: s.Ended, EndedAt: unix(s.EndedAt),
+	}
+	if s.Enabled && !s.Ended {
+		out.NextFireTime = unix(s.NextFire)
+	}
+	if p := s.Plan; p != nil {
+		remaining := int64(-1)
+		if p.Repeat >= 0 {
+			remaining = max(int64(max(p.Repeat, 1))-s.PlanSeq+1, 0)
+			if s.Ended {
+				remaining = 0
+			}
+		}
+		out.Plan = &schedulePlanJSON{
+			planBody: planBody{PlanType: p.Type, PlanValue: p.Value, PlanRepet: p.Repeat, PlanTime: p.Time, NoKeep: p.NoKeep},
+			Seq:      s.PlanSeq, PlanAt: unix(s.PlanAt), RealRepet: s.RealRepet, Remaining: remaining,
+		}
+	}
+	if t := s.Target; t != nil {
+		out.Target = &targetBody{URL: t.URL, Method: t.Method, Headers: t.Headers}
+		if out.Target.Headers == nil {
+			out.Target.Headers = map[string]string{}
+		}
+	}
+	return out
+}
+
+// scheduleRunJSON is one run of a schedule.
+type scheduleRunJSON struct {
+	TaskID    string      `json:"task_id"`
+	FireTime  int64       `json:"fire_time"`
+	Attempt   int         `json:"attempt"`
+	Status    rota.Status `json:"status"`
+	Reason    string      `json:"reason"` // why a SKIPPED run was skipped
+	Triggered bool        `json:"triggered"`
+	Held      bool        `json:"held"` // queued (QUEUE), waiting for a slot
+	CreatedAt int64       `json:"created_at"`
+	StartTime int64       `json:"start_time"`
+	EndTime   int64       `json:"end_time"`
+	Message   string      `json:"message"`
+}
+
+func toScheduleRunJSON(r *rota.ScheduleRun) scheduleRunJSON {
+	return scheduleRunJSON{
+		TaskID: r.TaskID, FireTime: unix(r.FireTime), Attempt: r.Attempt, Status: r.Status, Reason: string(r.Reason),
+		Triggered: r.Triggered, Held: r.Held, CreatedAt: unix(r.CreatedAt), StartTime: unix(r.StartTime),
+		EndTime: unix(r.EndTime), Message: r.Message,
+	}
+}
+
+// --- handlers ------------------------------------------------------------
+
+// createRequest is the body of POST /api/schedules.
+type createRequest struct {
+	scheduleBody
+	sched rota.Schedule // set by validate
+}
+
+func (c *createRequest) validate(a *API) error {
+	c.sched = newSchedule()
+	return c.apply(&c.sched, true, a.maxPayload)
+}
+
+// scheduleIDResponse is the data of POST /api/schedules.
+type scheduleIDResponse struct {
+	ScheduleID string `json:"schedule_id"`
+}
+
+// scheduleCreate stores a new schedule.
+//
+// POST /api/schedules
+func (a *API) scheduleCreate(ctx context.Context, req *createRequest) (*scheduleIDResponse, error) {
+	ss, err := a.schedules()
+	if err != nil {
+		return nil, err
+	}
+	now := a.now()
+	s := req.sched
+	s.ID = a.disp.NewID()
+	if err := schedule.Arm(&s, nil, now); err != nil {
+		return nil, armError(err)
+	}
+	got, err := ss.ScheduleInsert(ctx, store.ScheduleInsertParams{Schedule: s, Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("create schedule: %w", err)
+	}
+	return &scheduleIDResponse{ScheduleID: got.ID}, nil
+}
+
+// scheduleListRequest holds the query of GET /api/schedules.
+type scheduleListRequest struct {
+	params store.ScheduleListParams
+}
+
+func (l *scheduleListRequest) readRequest(r *http.Request) error {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return rota.Errorf(rota.CodeMalformed, "malformed query string: %v", err)
+	}
+	l.params.Limit = defaultListLimit
+	for name, vs := range q {
+		if len(vs) > 1 {
+			return rota.Invalid(name, "is given %d times", len(vs))
+		}
+		v := vs[0]
+		switch name {
+		case "cursor":
+			if v != "" {
+				if err := checkID(name, v); err != nil {
+					return err
+				}
+			}
+			l.params.Cursor = v
+		case "limit":
+			if v == "" {
+				continue
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > maxListLimit {
+				return rota.Invalid(name, "must be an integer between 1 and %d, got %s", maxListLimit, shortQuote(v))
+			}
+			l.params.Limit = n
+		default:
+			return &rota.Error{Code: rota.CodeUnknownField, Message: fmt.Sprintf("unknown query parameter %q: known are limit and cursor", name), Field: name}
+		}
+	}
+	return nil
+}
+
+// scheduleListResponse is the data of GET /api/schedules.
+type scheduleListResponse struct {
+	Schedules  []*scheduleJSON `json:"schedules"`
+	NextCursor string          `json:"next_cursor"`
+}
+
+// scheduleList lists schedules, newest first.
+//
+// GET /api/schedules?limit=&cursor=
+func (a *API) scheduleList(ctx context.Context, req *scheduleListRequest) (*scheduleListResponse, error) {
+	ss, err := a.schedules()
+	if err != nil {
+		return nil, err
+	}
+	res, err := ss.ScheduleList(ctx, req.params)
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	out := &scheduleListResponse{Schedules: make([]*scheduleJSON, 0, len(res.Schedules)), NextCursor: res.NextCursor}
+	for i := range res.Schedules {
+		out.Schedules = append(out.Schedules, toScheduleJSON(&res.Schedules[i]))
+	}
+	return out, nil
+}
+
+// scheduleRef names a schedule in the path, by id or by name.
+type scheduleRef struct {
+	ref string
+}
+
+func (s *scheduleRef) readRequest(r *http.Request) error {
+	s.ref = r.PathValue("id")
+	if s.ref == "" {
+		return rota.Invalid("id", "must be a schedule id or name")
+	}
+	return nil
+}
+
+// lookup finds the schedule ref names: an id, else a name.
+func (a *API) lookup(ctx context.Context, ss store.ScheduleStore, ref string) (*rota.Schedule, error) {
+	if rota.ValidID(ref) {
+		s, err := ss.ScheduleGet(ctx, ref)
+		if err == nil || !errors.Is(err, rota.ErrNotFound) {
+			return s, err
+		}
+	}
+	s, err := ss.ScheduleGetByName(ctx, ref)
+	if errors.Is(err, rota.ErrNotFound) {
+		return nil, rota.Errorf(rota.CodeNotFound, "no schedule with id or name %s", shortQuote(ref))
+	}
+	return s, err
+}
+
+// scheduleGet returns a schedule.
+//
+// GET /api/schedules/{id} (id or name)
+func (a *API) scheduleGet(ctx context.Context, req *scheduleRef) (*scheduleJSON, error) {
+	ss, err := a.schedules()
+	if err != nil {
+		return nil, err
+	}
+	s, err := a.lookup(ctx, ss, req.ref)
+	if err != nil {
+		return nil, fmt.Errorf("get schedule: %w", err)
+	}
+	return toScheduleJSON(s), nil
+}
+
+// edit reads the schedule, applies mod, re-arms it and stores it,
+// retrying when the engine changed it meanwhile.
+func (a *API) edit(ctx context.Context, ref string, mod func(s *rota.Schedule) error) (*rota.Schedule, error) {
+	ss, err := a.schedules()
+	if err != nil {
+		return nil, err
+	}
+	for try := 1; ; try++ {
+		prev, err := a.lookup(ctx, ss, ref)
+		if err != nil {
+			return nil, err
+		}
+		s := *prev
+		if err := mod(&s); err != nil {
+			return nil, err
+		}
+		now := a.now()
+		if err := schedule.Arm(&s, prev, now); err != nil {
+			return nil, armError(err)
+		}
+		got, err := ss.ScheduleUpdate(ctx, store.ScheduleUpdateParams{Schedule: s, Now: now})
+		if err == nil {
+			return got, nil
+		}
+		if !errors.Is(err, rota.ErrConflict) || try == updateAttempts {
+			return nil, err
+		}
+		// A stale version (the engine fired meanwhile): read it again. A
+		// taken name is a conflict for the client.
+		if other, lerr := ss.ScheduleGetByName(ctx, s.Name); lerr == nil && other.ID != s.ID {
+			return nil, err
+		}
+	}
+}
+
+// updateScheduleRequest is PATCH /api/schedules/{id}.
+type updateScheduleRequest struct {
+	scheduleRef
+	scheduleBody
+}
+
+// scheduleUpdate changes a schedule. Nothing fires retroactively: fire
+// times before the edit are never fired.
+//
+// PATCH /api/schedules/{id}
+func (a *API) scheduleUpdate(ctx context.Context, req *updateScheduleRequest) (*scheduleJSON, error) {
+	s, err := a.edit(ctx, req.ref, func(s *rota.Schedule) error { return req.apply(s, false, a.maxPayload) })
+	if err != nil {
+		return nil, fmt.Errorf("update schedule: %w", err)
+	}
+	return toScheduleJSON(s), nil
+}
+
+// scheduleDelete deletes a schedule; its held runs are canceled, its other
+// runs are left as they are.
+//
+// DELETE /api/schedules/{id}
+func (a *API) scheduleDelete(ctx context.Context, req *scheduleRef) (*scheduleIDResponse, error) {
+	ss, err := a.schedules()
+	if err != nil {
+		return nil, err
+	}
+	s, err := a.lookup(ctx, ss, req.ref)
+	if err != nil {
+		return nil, fmt.Errorf("delete schedule: %w", err)
+	}
+	if err := ss.ScheduleDelete(ctx, store.ScheduleDeleteParams{ID: s.ID, Now: a.now()}); err != nil {
+		return nil, fmt.Errorf("delete schedule: %w", err)
+	}
+	return &scheduleIDResponse{ScheduleID: s.ID}, nil
+}
+
+// schedulePause disables a schedule: it fires nothing until resumed.
+//
+// POST /api/schedules/{id}/pause
+func (a *API) schedulePause(ctx context.Context, req *scheduleRef) (*scheduleJSON, error) {
+	s, err := a.edit(ctx, req.ref, func(s *rota.Schedule) error { s.Enabled = false; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("pause schedule: %w", err)
+	}
+	return toScheduleJSON(s), nil
+}
+
+// scheduleResume enables a schedule. Fire times of the pause are not
+// caught up: the misfire policy applies from the resume on.
+//
+// POST /api/schedules/{id}/resume
+func (a *API) scheduleResume(ctx context.Context, req *scheduleRef) (*scheduleJSON, error) {
+	s, err := a.edit(ctx, req.ref, func(s *rota.Schedule) error { s.Enabled = true; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("resume schedule: %w", err)
+	}
+	return toScheduleJSON(s), nil
+}
+
+// triggerResponse is the data of POST /api/schedules/{id}/trigger.
+type triggerResponse struct {
+	TaskID   string `json:"task_id"`
+	FireTime int64  `json:"fire_time"`
+}
+
+// scheduleTrigger fires a schedule once, now, outside its series and its
+// policies (paused or not).
+//
+// POST /api/schedules/{id}/trigger
+func (a *API) scheduleTrigger(ctx context.Context, req *scheduleRef) (*triggerResponse, error) {
+	ss, err := a.schedules()
+	if err != nil {
+		return nil, err
+	}
+	s, err := a.lookup(ctx, ss, req.ref)
+	if err != nil {
+		return nil, fmt.Errorf("trigger schedule: %w", err)
+	}
+	r, err := ss.ScheduleTrigger(ctx, store.ScheduleTriggerParams{ID: s.ID, TaskID: a.disp.NewID(), Now: a.now()})
+	if err != nil {
+		return nil, fmt.Errorf("trigger schedule: %w", err)
+	}
+	n := 1
+	if s.Target != nil {
+		n = -1
+	}
+	a.disp.Notify(s.Kind, n)
+	return &triggerResponse{TaskID: r.TaskID, FireTime: unix(r.FireTime)}, nil
+}
+
+// scheduleRunsRequest is GET /api/schedules/{id}/runs.
+type scheduleRunsRequest struct {
+	scheduleRef
+	params store.ScheduleRunsParams
+}
+
+func (s *scheduleRunsRequest) readRequest(r *http.Request) error {
+	if err := s.scheduleRef.readRequest(r); err != nil {
+		return err
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return rota.Errorf(rota.CodeMalformed, "malformed query string: %v", err)
+	}
+	s.params.Limit = defaultListLimit
+	for name, vs := range q {
+		if len(vs) > 1 {
+			return rota.Invalid(name, "is given %d times", len(vs))
+		}
+		v := vs[0]
+		switch name {
+		case "status":
+			if v != "" {
+				st := rota.Status(strings.ToUpper(v))
+				if !st.Valid() {
+					return rota.Invalid(name, "must be one of %s, got %s", statusList(), shortQuote(v))
+				}
+				s.params.Status = st
+			}
+		case "cursor":
+			s.params.Cursor = v
+		case "limit":
+			if v == "" {
+				continue
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > maxListLimit {
+				return rota.Invalid(name, "must be an integer between 1 and %d, got %s", maxListLimit, shortQuote(v))
+			}
+			s.params.Limit = n
+		default:
+			return &rota.Error{Code: rota.CodeUnknownField, Message: fmt.Sprintf("unknown query parameter %q: known are status, limit and cursor", name), Field: name}
+		}
+	}
+	return nil
+}
+
+// scheduleRunsResponse is the data of GET /api/schedules/{id}/runs.
+type scheduleRunsResponse struct {
+	Runs       []scheduleRunJSON `json:"runs"`
+	NextCursor string            `json:"next_cursor"`
+}
+
+// scheduleRuns lists a schedule's runs, newest fire first.
+//
+// GET /api/schedules/{id}/runs?status=&limit=&cursor=
+func (a *API) scheduleRuns(ctx context.Context, req *scheduleRunsRequest) (*scheduleRunsResponse, error) {
+	ss, err := a.schedules()
+	if err != nil {
+		return nil, err
+	}
+	s, err := a.lookup(ctx, ss, req.ref)
+	if err != nil {
+		return nil, fmt.Errorf("schedule runs: %w", err)
+	}
+	p := req.params
+	p.ScheduleID = s.ID
+	res, err := ss.ScheduleRuns(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("schedule runs: %w", err)
+	}
+	out := &scheduleRunsResponse{Runs: make([]scheduleRunJSON, 0, len(res.Runs)), NextCursor: res.NextCursor}
+	for i := range res.Runs {
+		out.Runs = append(out.Runs, toScheduleRunJSON(&res.Runs[i]))
+	}
+	return out, nil
+}
+
+// previewQuery reads n and from (unix seconds; default now).
+func previewQuery(q url.Values, now time.Time) (int, time.Time, error) {
+	n, from := defaultPreview, now
+	for name, vs := range q {
+		if len(vs) > 1 {
+			return 0, from, rota.Invalid(name, "is given %d times", len(vs))
+		}
+		v := vs[0]
+		switch name {
+		case "n":
+			k, err := strconv.Atoi(v)
+			if err != nil || k < 1 || k > maxPreview {
+				return 0, from, rota.Invalid(name, "must be an integer between 1 and %d, got %s", maxPreview, shortQuote(v))
+			}
+			n = k
+		case "from":
+			k, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || k < 0 || k > maxRunAt {
+				return 0, from, rota.Invalid(name, "must be unix seconds, got %s", shortQuote(v))
+			}
+			from = time.Unix(k, 0).UTC()
+		default:
+			return 0, from, &rota.Error{Code: rota.CodeUnknownField, Message: fmt.Sprintf("unknown query parameter %q: known are n and from", name), Field: name}
+		}
+	}
+	return n, from, nil
+}
+
+// nextRequest is GET /api/schedules/{id}/next.
+type nextRequest struct {
+	scheduleRef
+	query url.Values
+}
+
+func (n *nextRequest) readRequest(r *http.Request) error {
+	if err := n.scheduleRef.readRequest(r); err != nil {
+		return err
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return rota.Errorf(rota.CodeMalformed, "malformed query string: %v", err)
+	}
+	n.query = q
+	return nil
+}
+
+// fireTimesResponse is the data of /next and /preview.
+type fireTimesResponse struct {
+	FireTimes []int64 `json:"fire_times"`
+}
+
+func toFireTimes(ts []time.Time) *fireTimesResponse {
+	out := &fireTimesResponse{FireTimes: make([]int64, 0, len(ts))}
+	for _, t := range ts {
+		out.FireTimes = append(out.FireTimes, t.Unix())
+	}
+	return out
+}
+
+// scheduleNext lists the next fire times of a stored schedule.
+//
+// GET /api/schedules/{id}/next?n=10&from=<unix s>
+func (a *API) scheduleNext(ctx context.Context, req *nextRequest) (*fireTimesResponse, error) {
+	n, from, err := previewQuery(req.query, a.now())
+	if err != nil {
+		return nil, err
+	}
+	ss, err := a.schedules()
+	if err != nil {
+		return nil, err
+	}
+	s, err := a.lookup(ctx, ss, req.ref)
+	if err != nil {
+		return nil, fmt.Errorf("schedule next: %w", err)
+	}
+	ts, err := schedule.NextFires(s, from, n)
+	if err != nil {
+		return nil, armError(err)
+	}
+	return toFireTimes(ts), nil
+}
+
+// previewRequest is a schedule body plus n and from; nothing is saved.
+type previewRequest struct {
+	scheduleBody
+	N    *int   `json:"n"`
+	From *int64 `json:"from"`
+}
+
+// schedulePreview lists the fire times a schedule body would have.
+//
+// POST /api/schedules/preview
+func (a *API) schedulePreview(ctx context.Context, req *previewRequest) (*fireTimesResponse, error) {
+	q := url.Values{}
+	if req.N != nil {
+		q.Set("n", strconv.Itoa(*req.N))
+	}
+	if req.From != nil {
+		q.Set("from", strconv.FormatInt(*req.From, 10))
+	}
+	n, from, err := previewQuery(q, a.now())
+	if err != nil {
+		return nil, err
+	}
+	s := newSchedule()
+	// Only the timetable matters: name, kind and task are optional here.
+	b := req.scheduleBody
+	if b.Name == nil {
+		b.Name = new(string)
+		*b.Name = "preview"
+	}
+	if b.Kind == nil {
+		b.Kind = new(string)
+		*b.Kind = "preview"
+	}
+	if len(b.Task) == 0 {
+		b.Task = json.RawMessage(`{}`)
+	}
+	if err := b.apply(&s, true, a.maxPayload); err != nil {
+		return nil, err
+	}
+	if err := schedule.Arm(&s, nil, from); err != nil {
+		return nil, armError(err)
+	}
+	s.PlanSeq = 0 // preview from `from`, as if received then
+	ts, err := schedule.NextFires(&s, from, n)
+	if err != nil {
+		return nil, armError(err)
+	}
+	return toFireTimes(ts), nil
+}

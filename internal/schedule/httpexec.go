@@ -1,0 +1,396 @@
+package schedule
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/clock"
+	"github.com/rotahq/rota/internal/dispatch"
+	"github.com/rotahq/rota/internal/metrics"
+	"github.com/rotahq/rota/internal/store"
+)
+
+// Defaults of HTTPExecutorConfig.
+const (
+	// DefaultHTTPTimeout is the time limit of a target request whose
+	// schedule has timeout_seconds ≤ 0 (seed 003: "≤ 0 means 10 s").
+	DefaultHTTPTimeout = 10 * time.Second
+	// DefaultHTTPMaxInFlight caps the requests in flight at once.
+	DefaultHTTPMaxInFlight = 64
+	// DefaultHTTPMessageBytes caps the answer body kept in a failed run's
+	// message.
+	DefaultHTTPMessageBytes = 1024
+)
+
+// HTTPDispatcher is what the HTTP executor needs of the dispatcher: it is a
+// worker like any other. *dispatch.Dispatcher implements it.
+type HTTPDispatcher interface {
+	Claim(ctx context.Context, r dispatch.ClaimRequest) (store.TaskClaimResult, error)
+	Heartbeat(ctx context.Context, runID, workerID, message string) (store.RunHeartbeatResult, error)
+	Complete(ctx context.Context, p store.RunCompleteParams) (*rota.Task, error)
+}
+
+// TaskGetter reads a task (store.Store implements it).
+type TaskGetter interface {
+	TaskGet(ctx context.Context, id string) (*rota.Task, error)
+}
+
+// HTTPExecutorConfig configures an HTTPExecutor. Zero values mean the
+// defaults.
+type HTTPExecutorConfig struct {
+	Schedules  store.ScheduleStore // required: targets and their kinds
+	Tasks      TaskGetter          // required: the schedule of a claimed run
+	Dispatcher HTTPDispatcher      // required
+	Client     *http.Client        // default: a client without a global timeout
+	Clock      clock.Clock         // default clock.Real; drives timeouts and heartbeats
+	Logger     *slog.Logger        // default slog.Default()
+	Metrics    *metrics.Metrics    // optional
+
+	MaxInFlight  int           // default DefaultHTTPMaxInFlight
+	MessageBytes int           // default DefaultHTTPMessageBytes
+	ClaimWait    time.Duration // long-poll wait of a claim (default 5s)
+	KindsRefresh time.Duration // how often the target kinds are read again (default 5s)
+}
+
+// HTTPExecutor runs the runs of schedules that have a Target (seed 003's
+// executor) inside the server: it is a worker whose id is
+// rota.HTTPWorkerID, to which those runs are pinned. It claims through the
+// dispatcher, heartbeats while the request is in flight and reports through
+// the dispatcher, so runs are leased, stopped and timed out exactly like
+// any worker's.
+//
+// Each request carries the run's payload as its body and the headers
+// Rota-Run-Id, Rota-Task-Id, Rota-Schedule-Id and Rota-Fire-Time (unix
+// seconds). A 2xx answer ends the run SUCCESS; any other ends it FAILED
+// with the status and the start of the body in its message; no answer
+// within the run's timeout ends it TIMEOUT (the store ends it so when the
+// deadline passes; the executor cancels the request at the same moment);
+// a stop (CANCEL_PREV, a user) cancels the request and the run ends
+// CANCELED.
+type HTTPExecutor struct {
+	cfg HTTPExecutorConfig // immutable after NewHTTPExecutor
+
+	slots   chan struct{} // one per request in flight
+	wg      sync.WaitGroup
+	quit    chan struct{}
+	done    chan struct{}
+	started atomic.Bool
+	stop    sync.Once
+	ctx     context.Context // canceled by Stop
+	abort   context.CancelFunc
+
+	mu      sync.Mutex // guards kinds and kindsAt
+	kinds   []string
+	kindsAt time.Time
+}
+
+// NewHTTPExecutor checks cfg and applies its defaults.
+func NewHTTPExecutor(cfg HTTPExecutorConfig) (*HTTPExecutor, error) {
+	if cfg.Schedules == nil || cfg.Tasks == nil || cfg.Dispatcher == nil {
+		return nil, errors.New("schedule: HTTP executor needs Schedules, Tasks and Dispatcher")
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultHTTPMaxInFlight
+	}
+	if cfg.MessageBytes <= 0 {
+		cfg.MessageBytes = DefaultHTTPMessageBytes
+	}
+	if cfg.ClaimWait <= 0 {
+		cfg.ClaimWait = 5 * time.Second
+	}
+	if cfg.KindsRefresh <= 0 {
+		cfg.KindsRefresh = 5 * time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &HTTPExecutor{
+		cfg: cfg, slots: make(chan struct{}, cfg.MaxInFlight),
+		quit: make(chan struct{}), done: make(chan struct{}), ctx: ctx, abort: cancel,
+	}, nil
+}
+
+// Start claims and runs target runs in the background until Stop.
+func (x *HTTPExecutor) Start(context.Context) error {
+	if x.started.Swap(true) {
+		return errors.New("schedule: HTTP executor already started")
+	}
+	go x.loop()
+	return nil
+}
+
+// Stop stops claiming, cancels the requests in flight (their runs end
+// CANCELED or are taken over when their lease lapses) and waits for them.
+// It is idempotent.
+func (x *HTTPExecutor) Stop() {
+	x.stop.Do(func() {
+		close(x.quit)
+		x.abort()
+	})
+	if x.started.Load() {
+		<-x.done
+	}
+	x.wg.Wait()
+}
+
+func (x *HTTPExecutor) loop() {
+	defer close(x.done)
+	for {
+		select {
+		case <-x.quit:
+			return
+		default:
+		}
+		n, err := x.ClaimOnce(x.ctx, x.cfg.ClaimWait)
+		if err != nil && x.ctx.Err() == nil {
+			x.cfg.Logger.Warn("http executor: claim", "err", err)
+		}
+		if n == 0 {
+			t := x.cfg.Clock.NewTimer(x.cfg.KindsRefresh / 5)
+			select {
+			case <-t.C():
+			case <-x.quit:
+				t.Stop()
+				return
+			}
+			t.Stop()
+		}
+	}
+}
+
+// targetKinds returns the kinds of target schedules, read again every
+// KindsRefresh.
+func (x *HTTPExecutor) targetKinds(ctx context.Context) ([]string, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	now := x.cfg.Clock.Now()
+	if x.kinds != nil && now.Sub(x.kindsAt) < x.cfg.KindsRefresh && !now.Before(x.kindsAt) {
+		return x.kinds, nil
+	}
+	kinds, err := x.cfg.Schedules.ScheduleTargetKinds(ctx)
+	if err != nil {
+		return nil, err
+	}
+	x.kinds, x.kindsAt = append([]string{}, kinds...), now
+	return x.kinds, nil
+}
+
+// ClaimOnce claims as many target runs as there are free slots (waiting up
+// to wait for some) and starts executing them in the background. It
+// returns how many it started.
+func (x *HTTPExecutor) ClaimOnce(ctx context.Context, wait time.Duration) (int, error) {
+	kinds, err := x.targetKinds(ctx)
+	if err != nil || len(kinds) == 0 {
+		return 0, err
+	}
+	// Take one slot first (waiting for it), then any free ones.
+	select {
+	case x.slots <- struct{}{}:
+	case <-ctx.Done():
+		return 0, nil
+	}
+	free := 1
+	for free < x.cfg.MaxInFlight {
+		select {
+		case x.slots <- struct{}{}:
+			free++
+			continue
+		default:
+		}
+		break
+	}
+	res, err := x.cfg.Dispatcher.Claim(ctx, dispatch.ClaimRequest{WorkerID: rota.HTTPWorkerID, Kinds: kinds, Max: free, Wait: wait})
+	for range free - len(res.Runs) {
+		<-x.slots
+	}
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range res.Runs {
+		x.wg.Add(1)
+		go func() {
+			defer x.wg.Done()
+			defer func() { <-x.slots }()
+			x.Execute(x.ctx, r)
+		}()
+	}
+	return len(res.Runs), nil
+}
+
+// Errors that end a request early, as the cause of its context.
+var (
+	errRunTimeout = errors.New("the run's timeout passed")
+	errRunStopped = errors.New("the run was asked to stop")
+	errLeaseLost  = errors.New("the run's lease was lost")
+)
+
+// Execute runs one claimed run to its end and reports it. It returns the
+// status the run ended in as the executor saw it ("" when the report was
+// refused, e.g. the lease was lost).
+func (x *HTTPExecutor) Execute(ctx context.Context, c rota.ClaimedRun) rota.Status {
+	task, err := x.cfg.Tasks.TaskGet(ctx, c.TaskID)
+	var sched *rota.Schedule
+	if err == nil && task.ScheduleID != "" {
+		sched, err = x.cfg.Schedules.ScheduleGet(ctx, task.ScheduleID)
+	}
+	if err != nil || sched == nil || sched.Target == nil {
+		why := "it has no schedule with an HTTP target"
+		if err != nil {
+			why = err.Error()
+		}
+		return x.report(ctx, c, false, fmt.Sprintf("Rota's HTTP executor cannot run task %s: %s", c.TaskID, why), nil)
+	}
+	timeout := time.Duration(c.TimeoutSeconds) * time.Second
+	if timeout <= 0 {
+		timeout = DefaultHTTPTimeout
+	}
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopWatch := x.watch(rctx, cancel, c, timeout)
+	defer stopWatch()
+
+	t := sched.Target
+	method := t.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	req, err := http.NewRequestWithContext(rctx, method, t.URL, bytes.NewReader(c.Payload))
+	if err != nil {
+		return x.report(ctx, c, false, "bad target: "+err.Error(), nil)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range t.Headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Rota-Run-Id", c.RunID)
+	req.Header.Set("Rota-Task-Id", c.TaskID)
+	req.Header.Set("Rota-Schedule-Id", sched.ID)
+	if !task.FireTime.IsZero() {
+		req.Header.Set("Rota-Fire-Time", strconv.FormatInt(task.FireTime.Unix(), 10))
+	}
+	resp, err := x.cfg.Client.Do(req)
+	if err != nil {
+		switch cause := context.Cause(rctx); {
+		case errors.Is(cause, errRunTimeout):
+			return x.report(ctx, c, false, fmt.Sprintf("timeout: no answer from %s within %v", t.URL, timeout), errRunTimeout)
+		case errors.Is(cause, errRunStopped):
+			return x.report(ctx, c, false, "canceled: the request was aborted because the run was stopped", nil)
+		case errors.Is(cause, errLeaseLost):
+			return ""
+		case ctx.Err() != nil:
+			return x.report(ctx, c, false, "aborted: Rota's HTTP executor stopped (server shutdown) before an answer came", nil)
+		}
+		return x.report(ctx, c, false, "request failed: "+err.Error(), nil)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, int64(x.cfg.MessageBytes)+1))
+	resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return x.report(ctx, c, true, fmt.Sprintf("HTTP %d", resp.StatusCode), nil)
+	}
+	return x.report(ctx, c, false, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, capText(body, x.cfg.MessageBytes)), nil)
+}
+
+// watch cancels the request when the run's timeout passes, when a
+// heartbeat answers stop and when the lease is lost; it heartbeats every
+// third of the lease meanwhile.
+func (x *HTTPExecutor) watch(ctx context.Context, cancel context.CancelCauseFunc, c rota.ClaimedRun, timeout time.Duration) func() {
+	hb := time.Duration(c.HeartbeatTimeoutSeconds) * time.Second / 3
+	if hb <= 0 {
+		hb = time.Second
+	}
+	done := make(chan struct{})
+	// The timers start now, before the request is sent.
+	deadline := x.cfg.Clock.NewTimer(timeout)
+	beat := x.cfg.Clock.NewTimer(hb)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer deadline.Stop()
+		defer beat.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-deadline.C():
+				cancel(errRunTimeout)
+				return
+			case <-beat.C():
+				res, err := x.cfg.Dispatcher.Heartbeat(ctx, c.RunID, rota.HTTPWorkerID, "")
+				switch {
+				case errors.Is(err, rota.ErrLeaseLost), errors.Is(err, rota.ErrNotFound):
+					cancel(errLeaseLost)
+					return
+				case err == nil && res.Stop:
+					cancel(errRunStopped)
+					return
+				}
+				beat.Reset(hb)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// report completes the run and returns the status it ended in.
+func (x *HTTPExecutor) report(ctx context.Context, c rota.ClaimedRun, ok bool, msg string, why error) rota.Status {
+	task, err := x.cfg.Dispatcher.Complete(context.WithoutCancel(ctx), store.RunCompleteParams{
+		RunID: c.RunID, WorkerID: rota.HTTPWorkerID, Success: ok, Message: msg,
+	})
+	var status rota.Status
+	switch {
+	case err == nil:
+		status = task.Status
+		for _, r := range task.Runs {
+			if r.ID == c.RunID {
+				status = r.Status
+			}
+		}
+	case errors.Is(err, rota.ErrLeaseLost) && errors.Is(why, errRunTimeout):
+		// The store saw the deadline pass and ended the run TIMEOUT.
+		status = rota.StatusTimeout
+	default:
+		x.cfg.Logger.Warn("http executor: report", "task", c.TaskID, "run", c.RunID, "err", err)
+		return ""
+	}
+	x.cfg.Metrics.Run(status)
+	if status == rota.StatusTimeout {
+		x.cfg.Metrics.TimedOut()
+	}
+	return status
+}
+
+// capText returns b as text cut to n bytes on a rune boundary.
+func capText(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(b[cut]) {
+		cut--
+	}
+	return string(b[:cut]) + "…"
+}

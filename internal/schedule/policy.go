@@ -1,0 +1,267 @@
+package schedule
+
+import (
+	"time"
+
+	"github.com/rotahq/rota"
+)
+
+// This file holds the pure decision logic of the run policies of seed 003:
+// what each fire time does given the schedule's unfinished runs and its
+// previous run. The engine calls it inside the store's fire transaction with
+// the live run state, so decisions never race with runs ending.
+//
+// Definitions (documented in docs and on rota.Schedule):
+//
+//   - The previous run is the schedule's latest run that is not a SKIPPED
+//     record of a reason other than failure (overlap, concurrency, queue
+//     and misfire skips are transparent: a failure is still answered after
+//     them, and a failure skip answers it once).
+//   - Overlap: the previous run is unfinished — SCHEDULED (waiting for a
+//     worker, or held by QUEUE) or RUNNING — and no stop was asked of it.
+//     seed 003 checks RUNNING only; in a queue a fired run may wait for a
+//     worker, and it is still the round in progress.
+//   - Live runs: unfinished runs without a stop request. Active runs: live
+//     runs that are not held. max_concurrency bounds the active runs.
+//   - CANCEL_PREV stops every live run (the newest round supersedes all the
+//     earlier ones), so that the new run never finds the concurrency limit
+//     taken by a round it has just canceled.
+//   - PARALLEL ignores max_concurrency for this fire only when it overlaps.
+//   - QUEUE holds a run back (stored, not claimable) while the limit is
+//     reached and releases held runs oldest first as slots free; at most
+//     maxQueued are held, further fires are SKIPPED with reason queue_full.
+
+// policy is a schedule's run policies, defaults applied.
+type policy struct {
+	maxConcurrency int
+	concurrency    rota.ConcurrencyPolicy
+	overlap        rota.OverlapAction
+	failure        rota.FailureAction
+	maxQueued      int
+}
+
+func policyOf(s *rota.Schedule, maxQueued int) policy {
+	p := policy{
+		maxConcurrency: s.MaxConcurrency,
+		concurrency:    s.ConcurrencyPolicy,
+		overlap:        s.OverlapAction,
+		failure:        s.FailureAction,
+		maxQueued:      maxQueued,
+	}
+	if p.maxConcurrency < 1 {
+		p.maxConcurrency = 1
+	}
+	if !p.concurrency.Valid() {
+		p.concurrency = rota.ConcurrencySkip
+	}
+	if !p.overlap.Valid() {
+		p.overlap = rota.OverlapAllow
+	}
+	if !p.failure.Valid() {
+		p.failure = rota.FailureRunNew
+	}
+	if p.maxQueued < 1 {
+		p.maxQueued = DefaultMaxQueued
+	}
+	return p
+}
+
+// verdictKind is what a fire does.
+type verdictKind int
+
+const (
+	verdictRun  verdictKind = iota // a run, claimable at once
+	verdictHold                    // a run held back by QUEUE
+	verdictSkip                    // a SKIPPED record
+)
+
+// verdict is the decision for one fire time.
+type verdict struct {
+	fireTime time.Time
+	kind     verdictKind
+	attempt  int
+	reason   rota.SkipReason // verdictSkip
+	retry    bool            // attempt follows a failed run (failure_action RETRY)
+	cancel   []string        // runs stopped before this one (CANCEL_PREV)
+	taskID   string          // id of the new run
+}
+
+// decision is the outcome of decide.
+type decision struct {
+	release  []string  // held runs to release, oldest first
+	verdicts []verdict // one per fire time, in order
+	cancel   []string  // every run to stop
+	last     string    // the new previous run (task id); "" when unchanged
+	heldLeft int       // held runs after the decision
+	openLeft int       // unfinished runs after the decision (stopped ones included)
+}
+
+// runSet is the simulated run state while decide walks the fire times.
+type runSet struct {
+	open     []rota.ScheduleRun
+	last     *rota.ScheduleRun
+	canceled map[string]bool
+}
+
+func (rs *runSet) live(r *rota.ScheduleRun) bool {
+	return r.Unfinished() && !r.StopRequested && !rs.canceled[r.TaskID]
+}
+
+func (rs *runSet) counts() (active, held int) {
+	for i := range rs.open {
+		r := &rs.open[i]
+		if !rs.live(r) {
+			continue
+		}
+		if r.Held {
+			held++
+		} else {
+			active++
+		}
+	}
+	return active, held
+}
+
+// decide applies the policies to each fire time in order, given the
+// schedule's unfinished runs (oldest first) and its previous run. newID
+// makes the task ids of new runs.
+func decide(p policy, open []rota.ScheduleRun, last *rota.ScheduleRun, fires []time.Time, newID func() string) decision {
+	rs := runSet{open: append([]rota.ScheduleRun(nil), open...), canceled: map[string]bool{}}
+	if last != nil {
+		l := *last
+		rs.last = &l
+	}
+	var d decision
+	// Held runs are older than any new fire: release them first.
+	if p.concurrency == rota.ConcurrencyQueue {
+		active, _ := rs.counts()
+		for i := range rs.open {
+			r := &rs.open[i]
+			if active >= p.maxConcurrency {
+				break
+			}
+			if rs.live(r) && r.Held {
+				r.Held = false
+				d.release = append(d.release, r.TaskID)
+				active++
+			}
+		}
+	}
+	for _, ft := range fires {
+		v := verdict{fireTime: ft, attempt: 1}
+		overlap := rs.last != nil && rs.live(rs.last)
+		ignoreLimit := false
+		if overlap {
+			switch p.overlap {
+			case rota.OverlapSkip:
+				v.kind, v.reason = verdictSkip, rota.SkipOverlap
+				d.verdicts = append(d.verdicts, v)
+				continue
+			case rota.OverlapCancelPrev:
+				for i := range rs.open {
+					r := &rs.open[i]
+					if rs.live(r) {
+						rs.canceled[r.TaskID] = true
+						v.cancel = append(v.cancel, r.TaskID)
+						d.cancel = append(d.cancel, r.TaskID)
+					}
+				}
+			case rota.OverlapParallel:
+				ignoreLimit = true
+			}
+		}
+		if rs.last != nil && rs.last.Failed() {
+			switch p.failure {
+			case rota.FailureSkip:
+				v.kind, v.reason = verdictSkip, rota.SkipFailure
+				v.taskID = newID()
+				// A failure skip answers the failure: it becomes the
+				// previous run.
+				rs.last = &rota.ScheduleRun{TaskID: v.taskID, FireTime: ft, Status: rota.StatusSkipped, Reason: rota.SkipFailure}
+				d.last = v.taskID
+				d.verdicts = append(d.verdicts, v)
+				continue
+			case rota.FailureRetry:
+				v.attempt, v.retry = rs.last.Attempt+1, true
+			}
+		}
+		if !ignoreLimit {
+			active, held := rs.counts()
+			if active >= p.maxConcurrency {
+				switch {
+				case p.concurrency == rota.ConcurrencySkip:
+					v.kind, v.reason = verdictSkip, rota.SkipConcurrency
+					d.verdicts = append(d.verdicts, v)
+					continue
+				case held >= p.maxQueued:
+					v.kind, v.reason = verdictSkip, rota.SkipQueueFull
+					d.verdicts = append(d.verdicts, v)
+					continue
+				default:
+					v.kind = verdictHold
+				}
+			}
+		}
+		v.taskID = newID()
+		run := rota.ScheduleRun{TaskID: v.taskID, FireTime: ft, Attempt: v.attempt, Status: rota.StatusScheduled, Held: v.kind == verdictHold}
+		rs.open = append(rs.open, run)
+		rs.last = &rs.open[len(rs.open)-1]
+		d.last = v.taskID
+		d.verdicts = append(d.verdicts, v)
+	}
+	for i := range d.verdicts {
+		if d.verdicts[i].kind == verdictSkip && d.verdicts[i].taskID == "" {
+			d.verdicts[i].taskID = newID()
+		}
+	}
+	for i := range rs.open {
+		r := &rs.open[i]
+		if !r.Unfinished() {
+			continue
+		}
+		d.openLeft++
+		if rs.live(r) && r.Held {
+			d.heldLeft++
+		}
+	}
+	return d
+}
+
+// misfireSelection splits the due fire times of one schedule.
+type misfireSelection struct {
+	fire    []time.Time // to fire (policies apply), oldest first
+	record  []time.Time // dropped, recorded as SKIPPED (misfire), oldest first
+	dropped int64       // every dropped fire time, recorded or not
+}
+
+// selectMisfires applies a misfire policy. latest holds the latest due fire
+// times in (high-water, now], oldest first, and earlier counts the due ones
+// before them. A fire time is current when now is less than grace after it;
+// the others were missed. SKIP fires the current one only; CATCH_UP_LIMITED
+// the latest limit (at least 1) fire times; FIRE_NOW the latest maxCatchUp.
+// Every fire time not fired is dropped; the latest maxRecords of them are
+// recorded.
+func selectMisfires(pol rota.MisfirePolicy, limit int, latest []time.Time, earlier int64, now time.Time, grace time.Duration, maxCatchUp, maxRecords int) misfireSelection {
+	var keep int
+	switch pol {
+	case rota.MisfireFireNow:
+		keep = maxCatchUp
+	case rota.MisfireCatchUpLimited:
+		keep = min(max(limit, 1), maxCatchUp)
+	default: // SKIP
+		for _, t := range latest {
+			if now.Sub(t) < grace {
+				keep++
+			}
+		}
+	}
+	keep = min(keep, len(latest))
+	cut := len(latest) - keep
+	sel := misfireSelection{fire: latest[cut:], dropped: earlier + int64(cut)}
+	rec := latest[:cut]
+	if len(rec) > maxRecords {
+		rec = rec[len(rec)-maxRecords:]
+	}
+	sel.record = rec
+	return sel
+}

@@ -1,0 +1,66 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"github.com/rotahq/rota/internal/schedule"
+	"github.com/rotahq/rota/internal/store"
+)
+
+// scheduling holds the schedule engine (it fires on the leader only) and
+// Rota's HTTP executor (it runs the runs of schedules with a target, on
+// every node). It is nil when the store does not implement
+// store.ScheduleStore; its methods are safe on nil.
+type scheduling struct {
+	engine *schedule.Engine
+	exec   *schedule.HTTPExecutor
+}
+
+// initSchedules creates the engine and the executor over the server's
+// store and dispatcher, with the server's clock, logger and schedule
+// metrics, and hooks the engine to leadership changes. Call it from
+// compose once s.member is set; it returns nil (and no error) when the
+// store has no schedule support.
+func (s *Server) initSchedules() (*scheduling, error) {
+	ss, ok := s.store.(store.ScheduleStore)
+	if !ok {
+		s.cfg.Logger.Warn("schedules disabled: the store does not support them", "store", s.describeStore())
+		return nil, nil
+	}
+	eng, err := schedule.NewEngine(schedule.EngineConfig{
+		Store: ss, Dispatcher: s.disp, Clock: s.cfg.Clock, Logger: s.cfg.Logger, Metrics: s.sched,
+	})
+	if err != nil {
+		return nil, err
+	}
+	exec, err := schedule.NewHTTPExecutor(schedule.HTTPExecutorConfig{
+		Schedules: ss, Tasks: s.store, Dispatcher: s.disp, Clock: s.cfg.Clock, Logger: s.cfg.Logger, Metrics: s.sched,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.member.OnLeaderChange(eng.SetLeader)
+	return &scheduling{engine: eng, exec: exec}, nil
+}
+
+// start starts the engine's loop and the executor. Call it from Start
+// after the dispatcher started.
+func (sc *scheduling) start(ctx context.Context) error {
+	if sc == nil {
+		return nil
+	}
+	return errors.Join(sc.engine.Start(ctx), sc.exec.Start(ctx))
+}
+
+// stop stops the engine (waiting for a fire in progress) and the executor
+// (canceling its requests in flight). Call it from Stop before the
+// dispatcher stops; it is idempotent.
+func (sc *scheduling) stop() {
+	if sc == nil {
+		return
+	}
+	sc.engine.SetLeader(false)
+	sc.engine.Stop()
+	sc.exec.Stop()
+}

@@ -1,0 +1,234 @@
+package rota
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// A Schedule fires tasks of its kind on a timetable: a cron expression
+// (CronExpr, evaluated in Timezone) or a calendar plan (Plan, seed 004).
+// Every fire becomes a run: a task of Kind with ScheduleID, FireTime and a
+// schedule attempt, executed by the workers of that kind, or by Rota's HTTP
+// executor when the schedule has a Target. Policies (seed 003) decide what a
+// fire does when the previous run still runs (OverlapAction), failed
+// (FailureAction), when too many runs are unfinished (ConcurrencyPolicy with
+// MaxConcurrency) and what happens to fire times missed while no engine ran
+// (MisfirePolicy).
+//
+// The configuration fields are set by users; the ScheduleState is kept by
+// the engine. Version increases with every stored change of either, and
+// every change is a compare-and-set on it.
+type Schedule struct {
+	ID       string // 32 lowercase hex characters
+	Name     string // unique among schedules
+	Kind     string // the kind of the tasks it fires
+	Priority Priority
+	Payload  json.RawMessage // the "task" value handed to each run
+
+	CronExpr string    // 5, 6 or 7 fields, a macro or "@every d"; empty for a plan
+	Timezone string    // IANA zone of CronExpr and of week/month plans; "" is UTC
+	Plan     *PlanSpec // a calendar plan instead of CronExpr
+
+	Enabled           bool
+	MaxConcurrency    int // unfinished runs allowed at once (≥ 1)
+	ConcurrencyPolicy ConcurrencyPolicy
+	OverlapAction     OverlapAction
+	FailureAction     FailureAction
+	MisfirePolicy     MisfirePolicy
+	CatchupLimit      int // fire times kept by CATCH_UP_LIMITED
+	TimeoutSeconds    int // per run (≥ 1; the API turns ≤ 0 into 10)
+	Target            *Target
+
+	Version   int64 // increases with every change; the compare-and-set token
+	CreatedAt time.Time
+	UpdatedAt time.Time // last change of the configuration
+
+	ScheduleState
+}
+
+// ScheduleState is what the engine remembers of a schedule between fires.
+type ScheduleState struct {
+	// HighWater is the last fire time handled (fired, skipped or dropped);
+	// fire times at or before it are never fired again. Edits, pauses and
+	// resumes move it to the instant of the change, so nothing fires
+	// retroactively.
+	HighWater time.Time
+	// NextFire is the next instant the schedule is due: the next cron fire
+	// time after HighWater, or the due time of the pending plan occurrence
+	// (zero while a plan waits for its run to end, or when it ended).
+	NextFire time.Time
+	// LastRunID is the task id of the schedule's latest run that counts as
+	// "the previous run" for the overlap and failure policies: every run
+	// except SKIPPED ones whose reason is not SkipFailure.
+	LastRunID string
+
+	// Plan state (seed 004): the pending occurrence's position in the
+	// plan's series and its time, the run of it that is awaited (a plan
+	// computes its next occurrence when the previous run ends), whether the
+	// pending occurrence is a retry of a failed one, and the successful
+	// executions so far (real_repet).
+	PlanSeq   int64
+	PlanAt    time.Time
+	PlanRunID string
+	PlanRetry bool
+	RealRepet int64
+
+	// Ended is set when a plan has no occurrence left; the schedule is then
+	// disabled.
+	Ended   bool
+	EndedAt time.Time
+
+	// MisfireDropped counts the fire times dropped by the misfire policy
+	// (or by the catch-up cap) over the schedule's life, including those
+	// recorded as SKIPPED runs.
+	MisfireDropped int64
+}
+
+// PlanSpec is a calendar plan (seed 004 §1.3, §3.3): Type is plan_type
+// (none, time, second, minute, hour, day, week, month), Value plan_value,
+// Repeat plan_repet (−1 forever, N > 0 times, 0 once), Time plan_time in
+// unix seconds (0 unset) and NoKeep no_keep. See internal/schedule.Plan for
+// the rules.
+type PlanSpec struct {
+	Type   string
+	Value  int
+	Repeat int
+	Time   int64
+	NoKeep bool
+}
+
+// Target makes Rota itself execute a schedule's runs: an HTTP request to
+// URL with Method (default POST) and Headers, whose body is the run's
+// payload. A 2xx answer is SUCCESS; any other is FAILED.
+type Target struct {
+	URL     string
+	Method  string
+	Headers map[string]string
+}
+
+// ConcurrencyPolicy says what a fire does when MaxConcurrency runs of the
+// schedule are already unfinished.
+type ConcurrencyPolicy string
+
+// The concurrency policies.
+const (
+	// ConcurrencySkip records the fire as a SKIPPED run (reason concurrency).
+	ConcurrencySkip ConcurrencyPolicy = "SKIP"
+	// ConcurrencyQueue stores the run held back: it is released (made
+	// claimable) when a slot frees, oldest first.
+	ConcurrencyQueue ConcurrencyPolicy = "QUEUE"
+)
+
+// Valid reports whether p is a defined policy.
+func (p ConcurrencyPolicy) Valid() bool { return p == ConcurrencySkip || p == ConcurrencyQueue }
+
+// OverlapAction says what a fire does when the previous run is unfinished.
+type OverlapAction string
+
+// The overlap actions.
+const (
+	// OverlapAllow goes on to the concurrency check (default).
+	OverlapAllow OverlapAction = "ALLOW"
+	// OverlapSkip records the fire as a SKIPPED run (reason overlap).
+	OverlapSkip OverlapAction = "SKIP"
+	// OverlapCancelPrev stops the unfinished runs and starts a new one.
+	OverlapCancelPrev OverlapAction = "CANCEL_PREV"
+	// OverlapParallel starts a new run regardless of MaxConcurrency.
+	OverlapParallel OverlapAction = "PARALLEL"
+)
+
+// Valid reports whether a is a defined action.
+func (a OverlapAction) Valid() bool {
+	switch a {
+	case OverlapAllow, OverlapSkip, OverlapCancelPrev, OverlapParallel:
+		return true
+	}
+	return false
+}
+
+// FailureAction says what a fire does when the previous run ended FAILED,
+// TIMEOUT or CANCELED.
+type FailureAction string
+
+// The failure actions.
+const (
+	// FailureRunNew starts a new run with attempt 1 (default).
+	FailureRunNew FailureAction = "RUN_NEW"
+	// FailureSkip records the fire as a SKIPPED run (reason failure).
+	FailureSkip FailureAction = "SKIP"
+	// FailureRetry starts a run whose attempt is the previous one's + 1.
+	FailureRetry FailureAction = "RETRY"
+)
+
+// Valid reports whether a is a defined action.
+func (a FailureAction) Valid() bool {
+	return a == FailureRunNew || a == FailureSkip || a == FailureRetry
+}
+
+// MisfirePolicy says what happens to fire times missed while no engine ran
+// (downtime, a stall, a forward clock jump).
+type MisfirePolicy string
+
+// The misfire policies.
+const (
+	// MisfireFireNow fires every missed time (up to the engine's catch-up
+	// cap, the latest ones).
+	MisfireFireNow MisfirePolicy = "FIRE_NOW"
+	// MisfireSkip fires only a fire time that is current (default).
+	MisfireSkip MisfirePolicy = "SKIP"
+	// MisfireCatchUpLimited fires the latest CatchupLimit fire times.
+	MisfireCatchUpLimited MisfirePolicy = "CATCH_UP_LIMITED"
+)
+
+// Valid reports whether p is a defined policy.
+func (p MisfirePolicy) Valid() bool {
+	return p == MisfireFireNow || p == MisfireSkip || p == MisfireCatchUpLimited
+}
+
+// SkipReason says which policy skipped a fire.
+type SkipReason string
+
+// The skip reasons of SKIPPED runs.
+const (
+	SkipOverlap     SkipReason = "overlap"     // overlap_action SKIP
+	SkipFailure     SkipReason = "failure"     // failure_action SKIP
+	SkipConcurrency SkipReason = "concurrency" // concurrency_policy SKIP
+	SkipQueueFull   SkipReason = "queue_full"  // concurrency_policy QUEUE with a full queue
+	SkipMisfire     SkipReason = "misfire"     // misfire_policy or the catch-up cap
+)
+
+// ScheduleRun is one run of a schedule as the schedules API shows it: the
+// task a fire created, with the schedule's view of it.
+type ScheduleRun struct {
+	TaskID        string
+	ScheduleID    string
+	FireTime      time.Time
+	Attempt       int        // schedule attempt: 1, or the previous + 1 after a RETRY
+	Status        Status     // the task's status
+	Reason        SkipReason // for SKIPPED runs
+	Triggered     bool       // fired by a manual trigger, outside the series
+	Held          bool       // queued (QUEUE policy), waiting for a concurrency slot
+	StopRequested bool       // a stop was asked (CANCEL_PREV or a user)
+	CreatedAt     time.Time
+	StartTime     time.Time
+	EndTime       time.Time
+	Message       string
+}
+
+// Unfinished reports whether the run is not terminal yet (SCHEDULED,
+// held or not, or RUNNING).
+func (r *ScheduleRun) Unfinished() bool { return !r.Status.Terminal() }
+
+// Failed reports whether the run ended FAILED, TIMEOUT or CANCELED: the
+// outcomes that trigger the failure action.
+func (r *ScheduleRun) Failed() bool {
+	switch r.Status {
+	case StatusFailed, StatusTimeout, StatusCanceled:
+		return true
+	}
+	return false
+}
+
+// HTTPWorkerID is the reserved worker id of Rota's HTTP executor: the runs
+// of a schedule with a Target are pinned to it.
+const HTTPWorkerID = "rota:http"
