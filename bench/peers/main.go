@@ -1,0 +1,608 @@
+// Command peers compares Rota with River (github.com/riverqueue/river) on
+// one PostgreSQL server, in one run, with the methodology of Rota's own load
+// tool (internal/bench): every figure is the median of --runs runs, payloads
+// carry their submit instant, and waits are measured in the handler.
+//
+// Each run of each case starts from nothing: a fresh schema, and a fresh
+// process for the system under test — a `rota server` built from this
+// checkout (--pg-schema), or this program re-executed with --river-child
+// for River (its migrations applied into the schema, its pgx pool's
+// search_path set to it) — so that each peak RSS is that case's alone. The
+// schema is dropped afterwards.
+//
+//	cd bench/peers && go run . --runs 3
+//
+// See README.md for the cases, the results and how to read them.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// params are the sizes of the scenarios, shared by both systems.
+type params struct {
+	PG             string        `json:"pg"`
+	Clients        int           `json:"clients"`
+	SubmitTasks    int           `json:"submit_tasks"`
+	BatchTasks     int           `json:"batch_tasks"`
+	BatchSize      int           `json:"batch_size"`
+	E2ETasks       int           `json:"e2e_tasks"`
+	E2EBatch       int           `json:"e2e_batch"`
+	E2EInserters   int           `json:"e2e_inserters"`
+	RawLoops       int           `json:"raw_loops"`
+	SDKConcurrency int           `json:"sdk_concurrency"`
+	Rate           int           `json:"rate"`
+	LatencyFor     time.Duration `json:"latency_for"`
+	Delayed        int           `json:"delayed"`
+	DelayedOver    time.Duration `json:"delayed_over"`
+	Warmup         time.Duration `json:"warmup"`
+}
+
+// caseSpec is one thing measured: a scenario on one system in one setup.
+type caseSpec struct {
+	System   string `json:"system"`   // "rota" or "river"
+	Scenario string `json:"scenario"` // submit-single, submit-batch, e2e, latency, delayed
+	Variant  string `json:"variant"`  // how the system is set up, for the table
+	Raw      bool   `json:"raw"`      // Rota: the raw-HTTP worker loop instead of rotaworker
+	Workers  int    `json:"workers"`  // River: MaxWorkers of the queue (0: insert-only client)
+	Tuned    bool   `json:"tuned"`    // River: FetchCooldown 1 ms, FetchPollInterval 50 ms
+	Schema   string `json:"schema"`   // fresh for each run
+	AppName  string `json:"app_name"` // application_name of the system's connections
+	P        params `json:"params"`
+}
+
+// caseResult is what one run of a case measured.
+type caseResult struct {
+	Metrics    []metric `json:"metrics"`
+	PeakRSSKiB int64    `json:"peak_rss_kib"`
+	Usage      usage    `json:"usage"`
+}
+
+// scenarioTitle names the scenarios in the table.
+func scenarioTitle(p params, scenario string) string {
+	switch scenario {
+	case "submit-single":
+		return fmt.Sprintf("submit, single inserts (%d clients, %d tasks)", p.Clients, p.SubmitTasks)
+	case "submit-batch":
+		return fmt.Sprintf("submit, batches of %d (%d clients, %d tasks)", p.BatchSize, p.Clients, p.BatchTasks)
+	case "e2e":
+		return fmt.Sprintf("end-to-end no-op (%d tasks)", p.E2ETasks)
+	case "latency":
+		return fmt.Sprintf("enqueue→start, %d tasks/s for %s, idle workers", p.Rate, p.LatencyFor)
+	case "delayed":
+		return fmt.Sprintf("delayed-task lateness (%d tasks over %s)", p.Delayed, p.DelayedOver)
+	}
+	return scenario
+}
+
+// cases lists what a run measures, Rota's cases next to River's.
+func cases(p params, scenarios, systems map[string]bool) []caseSpec {
+	var out []caseSpec
+	add := func(c caseSpec) {
+		if scenarios[c.Scenario] && systems[c.System] {
+			c.P = p
+			out = append(out, c)
+		}
+	}
+	sdk := fmt.Sprintf("rotaworker, concurrency %d", p.SDKConcurrency)
+	for _, s := range []string{"submit-single", "submit-batch"} {
+		add(caseSpec{System: "rota", Scenario: s, Variant: "rotaclient"})
+		add(caseSpec{System: "river", Scenario: s, Variant: "insert-only client"})
+	}
+	add(caseSpec{System: "rota", Scenario: "e2e", Raw: true,
+		Variant: fmt.Sprintf("raw HTTP worker, %d loops × claim max 100", p.RawLoops)})
+	add(caseSpec{System: "rota", Scenario: "e2e", Variant: sdk})
+	for _, tuned := range []bool{false, true} {
+		for _, n := range []int{100, 1000} {
+			add(caseSpec{System: "river", Scenario: "e2e", Workers: n, Tuned: tuned, Variant: riverVariant(tuned, n)})
+		}
+	}
+	for _, s := range []string{"latency", "delayed"} {
+		add(caseSpec{System: "rota", Scenario: s, Variant: sdk})
+		for _, tuned := range []bool{false, true} {
+			add(caseSpec{System: "river", Scenario: s, Workers: 100, Tuned: tuned, Variant: riverVariant(tuned, 100)})
+		}
+	}
+	return out
+}
+
+func riverVariant(tuned bool, workers int) string {
+	if tuned {
+		return fmt.Sprintf("tuned, %d workers", workers)
+	}
+	return fmt.Sprintf("defaults, %d workers", workers)
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "peers:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		p         params
+		runs      int
+		rotaBin   string
+		readme    string
+		scenarios string
+		systems   string
+		perfDir   string
+		child     bool
+		poolMax   int
+	)
+	pg := os.Getenv("ROTA_BENCH_POSTGRES")
+	if pg == "" {
+		pg = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	flag.StringVar(&p.PG, "postgres", pg, "PostgreSQL URL shared by both systems (env ROTA_BENCH_POSTGRES)")
+	flag.IntVar(&runs, "runs", 3, "runs of each case; figures are medians")
+	flag.IntVar(&p.Clients, "clients", 32, "concurrent submitting clients")
+	flag.IntVar(&p.SubmitTasks, "submit-tasks", 10_000, "tasks per single-insert submit run")
+	flag.IntVar(&p.BatchTasks, "batch-tasks", 50_000, "tasks per batched submit run")
+	flag.IntVar(&p.BatchSize, "batch-size", 100, "tasks per batch in the batched submit")
+	flag.IntVar(&p.E2ETasks, "e2e-tasks", 100_000, "tasks per end-to-end run")
+	flag.IntVar(&p.E2EBatch, "e2e-batch", 500, "tasks per insert batch in the end-to-end runs")
+	flag.IntVar(&p.E2EInserters, "e2e-inserters", 8, "concurrent inserters in the end-to-end runs")
+	flag.IntVar(&p.RawLoops, "raw-loops", 4, "claim loops of Rota's raw-HTTP worker")
+	flag.IntVar(&p.SDKConcurrency, "concurrency", 256, "concurrency of the rotaworker SDK worker")
+	flag.IntVar(&p.Rate, "rate", 500, "tasks/s of the latency scenario")
+	flag.DurationVar(&p.LatencyFor, "latency-for", 10*time.Second, "length of the latency scenario")
+	flag.IntVar(&p.Delayed, "delayed", 2000, "tasks of the delayed scenario")
+	flag.DurationVar(&p.DelayedOver, "delayed-over", 10*time.Second, "window the delayed tasks are due in")
+	flag.DurationVar(&p.Warmup, "warmup", time.Second, "idle time between starting workers and the measure")
+	flag.StringVar(&rotaBin, "rota-bin", "", "rota binary to run (default: go build ./cmd/rota of this checkout)")
+	flag.StringVar(&readme, "readme", "", `README to write the results into (default bench/peers/README.md of this checkout; "-" for none)`)
+	flag.StringVar(&scenarios, "scenarios", "submit,e2e,latency,delayed", "scenarios to run (submit = submit-single,submit-batch)")
+	flag.StringVar(&systems, "systems", "rota,river", "systems to run")
+	flag.StringVar(&perfDir, "perf", "", "record the rota server's CPU with perf (perf record -g) during its e2e runs into this directory (skews the figures; for profiling only)")
+	flag.IntVar(&poolMax, "pool-max-conns", 0, "set pool_max_conns in the PostgreSQL URL of both systems (default: pgxpool's, max(4, CPUs))")
+	flag.BoolVar(&child, "river-child", false, "internal: run one River case read as JSON from stdin")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if child {
+		return riverChild(ctx)
+	}
+	if runs < 1 {
+		return errors.New("--runs must be at least 1")
+	}
+
+	if poolMax > 0 {
+		u, err := url.Parse(p.PG)
+		if err != nil {
+			return fmt.Errorf("--postgres: %w", err)
+		}
+		q := u.Query()
+		q.Set("pool_max_conns", strconv.Itoa(poolMax))
+		u.RawQuery = q.Encode()
+		p.PG = u.String()
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	if readme == "" {
+		readme = filepath.Join(root, "bench", "peers", "README.md")
+	}
+	admin, err := pgxpool.New(ctx, p.PG)
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	defer admin.Close()
+	f := facts{Started: time.Now(), LoadStart: loadAvg(), NProc: runtime.NumCPU(), Runs: runs,
+		Command: "cd bench/peers && go run . " + strings.Join(os.Args[1:], " ")}
+	f.Pool = fmt.Sprintf("pgxpool's default size, max(4, CPUs) = %d connections", max(4, runtime.NumCPU()))
+	if poolMax > 0 {
+		f.Pool = fmt.Sprintf("pool_max_conns=%d", poolMax)
+	}
+	if err := f.gather(ctx, admin, root); err != nil {
+		return err
+	}
+	fmt.Printf("PostgreSQL %s, synchronous_commit = %s; River %s; %d CPUs; load average %s\n",
+		f.PGVersion, f.SyncCommit, f.RiverVersion, f.NProc, f.LoadStart)
+
+	if rotaBin == "" && systems != "river" {
+		tmp, err := os.MkdirTemp("", "rota-peers")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		rotaBin = filepath.Join(tmp, "rota")
+		fmt.Println("building rota from", root)
+		build := exec.CommandContext(ctx, "go", "build", "-o", rotaBin, "github.com/rotahq/rota/cmd/rota")
+		build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("go build rota: %w", err)
+		}
+	}
+
+	specs := cases(p, set(strings.ReplaceAll(scenarios, "submit", "submit-single,submit-batch")), set(systems))
+	if len(specs) == 0 {
+		return errors.New("no case selected")
+	}
+	results := make([][]caseResult, len(specs))
+	var failures []string
+	for r := 1; r <= runs; r++ {
+		for i, spec := range specs {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			spec.Schema = fmt.Sprintf("peers_%s_%d_%s", spec.System, r, randHex(4))
+			spec.AppName = "peers-" + spec.Schema
+			title := fmt.Sprintf("run %d/%d: %s — %s, %s", r, runs, spec.Scenario, spec.System, spec.Variant)
+			fmt.Println(title + "…")
+			var res caseResult
+			var err error
+			if spec.System == "rota" {
+				res, err = runRota(ctx, rotaBin, spec, admin, perfDir, r)
+			} else {
+				res, err = runRiverChild(ctx, spec)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "  FAILED: %v\n", err)
+				failures = append(failures, fmt.Sprintf("%s: %v", title, err))
+				continue
+			}
+			results[i] = append(results[i], res)
+			var parts []string
+			for _, m := range res.Metrics {
+				parts = append(parts, fmt.Sprintf("%s %s %s", m.Name, format(m.Value), m.Unit))
+			}
+			fmt.Printf("  %s; peak RSS %.0f MiB; CPU %.2f cores (+ bench %.2f, PostgreSQL %.2f)\n",
+				strings.Join(parts, ", "), float64(res.PeakRSSKiB)/1024, cores(res.Usage.ProcCPU, res.Usage),
+				cores(res.Usage.BenchCPU, res.Usage), cores(res.Usage.PGCPU, res.Usage))
+		}
+	}
+	f.LoadEnd = loadAvg()
+	f.Finished = time.Now()
+
+	var out bytes.Buffer
+	report(&out, f, specs, results, failures)
+	fmt.Print("\n" + out.String())
+	if readme != "-" {
+		if err := writeReadme(readme, out.String()); err != nil {
+			return err
+		}
+		fmt.Println("results written into", readme)
+	}
+	if len(failures) > 0 {
+		return fmt.Errorf("%d case runs failed", len(failures))
+	}
+	return nil
+}
+
+func cores(cpu float64, u usage) float64 {
+	if u.Wall <= 0 {
+		return 0
+	}
+	return cpu / u.Wall
+}
+
+func set(list string) map[string]bool {
+	m := map[string]bool{}
+	for s := range strings.SplitSeq(list, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			m[s] = true
+		}
+	}
+	return m
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// repoRoot finds the root of the Rota checkout: the nearest directory at or
+// above the working directory whose go.mod is module github.com/rotahq/rota.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.HasPrefix(b, []byte("module github.com/rotahq/rota\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run inside the Rota checkout (no go.mod of github.com/rotahq/rota above the working directory)")
+		}
+		dir = parent
+	}
+}
+
+// facts describe the machine and the software measured.
+type facts struct {
+	Command            string
+	Started, Finished  time.Time
+	NProc, Runs        int
+	LoadStart, LoadEnd string
+	PGVersion          string
+	SyncCommit         string
+	RiverVersion       string
+	GoVersion          string
+	RotaCommit         string
+	MemTotal, CPUModel string
+	Pool               string
+}
+
+func (f *facts) gather(ctx context.Context, admin *pgxpool.Pool, root string) error {
+	if err := admin.QueryRow(ctx, `SHOW server_version`).Scan(&f.PGVersion); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	if err := admin.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&f.SyncCommit); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	f.RiverVersion = "?"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/riverqueue/river" {
+				f.RiverVersion = d.Version
+			}
+		}
+	}
+	f.GoVersion = runtime.Version()
+	f.RotaCommit = "?"
+	if b, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output(); err == nil {
+		f.RotaCommit = strings.TrimSpace(string(b))
+		if b, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(b) > 0 {
+			f.RotaCommit += " plus uncommitted changes in the working tree"
+		}
+	}
+	f.MemTotal, f.CPUModel = procField("/proc/meminfo", "MemTotal"), procField("/proc/cpuinfo", "model name")
+	return nil
+}
+
+// procField returns the value of the first "name: value" line of a /proc file.
+func procField(path, name string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "?"
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == name {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
+// row is one line of the results table: one metric of one case.
+type row struct {
+	spec   caseSpec
+	metric string
+	unit   string
+	runs   []float64
+}
+
+// rows gathers each case's metrics across runs, in the order measured.
+func rows(specs []caseSpec, results [][]caseResult) []row {
+	var out []row
+	for i, spec := range specs {
+		idx := map[string]int{}
+		for _, res := range results[i] {
+			for _, m := range res.Metrics {
+				j, ok := idx[m.Name]
+				if !ok {
+					j = len(out)
+					idx[m.Name] = j
+					out = append(out, row{spec: spec, metric: m.Name, unit: m.Unit})
+				}
+				out[j].runs = append(out[j].runs, m.Value)
+			}
+		}
+	}
+	return out
+}
+
+// find returns the median of a metric of the case matching, or false.
+func find(rs []row, system, scenario, variant, metric string) (float64, bool) {
+	for _, r := range rs {
+		if r.spec.System == system && r.spec.Scenario == scenario && r.metric == metric &&
+			(variant == "" || r.spec.Variant == variant) {
+			return median(r.runs), true
+		}
+	}
+	return 0, false
+}
+
+// report writes the Markdown report: facts, results, resources, goals.
+func report(w io.Writer, f facts, specs []caseSpec, results [][]caseResult, failures []string) {
+	p := specs[0].P
+	rs := rows(specs, results)
+	fmt.Fprintf(w, "Command: `%s` (%d run(s) of each case, %s to %s UTC, %.0f min)\n\n", f.Command, f.Runs,
+		f.Started.UTC().Format("2006-01-02 15:04"), f.Finished.UTC().Format("15:04"), f.Finished.Sub(f.Started).Minutes())
+	fmt.Fprintf(w, "Machine: `nproc` = %d (%s), %s RAM; load average %s at the start, %s at the end.  \n",
+		f.NProc, f.CPUModel, f.MemTotal, f.LoadStart, f.LoadEnd)
+	fmt.Fprintf(w, "PostgreSQL %s, `synchronous_commit` = %s (both systems commit synchronously).  \n", f.PGVersion, f.SyncCommit)
+	fmt.Fprintf(w, "Connection pools of both systems: %s plus one dedicated LISTEN connection (the rota server's; River's when it runs workers).  \n", f.Pool)
+	fmt.Fprintf(w, "River %s (riverpgxv5); Rota at %s; %s.\n\n", f.RiverVersion, f.RotaCommit, f.GoVersion)
+
+	fmt.Fprintln(w, "### Results (medians; every run in the last column)")
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
+	fmt.Fprintln(tw, "| scenario\t system\t setup\t metric\t median\t runs\t")
+	fmt.Fprintln(tw, "|---\t---\t---\t---\t---:\t---\t")
+	for _, r := range rs {
+		var runs []string
+		for _, v := range r.runs {
+			runs = append(runs, format(v))
+		}
+		fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s %s\t %s\t\n", scenarioTitle(p, r.spec.Scenario), r.spec.System, r.spec.Variant,
+			r.metric, format(median(r.runs)), r.unit, strings.Join(runs, ", "))
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "### Resources (medians over runs)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Peak RSS is VmHWM of the system's process at the end of the run: the `rota server` process (Rota's")
+	fmt.Fprintln(w, "workers and load run in this program, not counted there), or the River child process (River is a library:")
+	fmt.Fprintln(w, "its workers and the load run in that process). CPU is in cores (CPU seconds / wall seconds) over the")
+	fmt.Fprintln(w, "measured window, from /proc/<pid>/stat; PostgreSQL is the backends of that system's connections only.")
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
+	fmt.Fprintln(tw, "| scenario\t system\t setup\t peak RSS\t system process CPU\t bench process CPU\t PostgreSQL backends CPU\t")
+	fmt.Fprintln(tw, "|---\t---\t---\t---:\t---:\t---:\t---:\t")
+	for i, spec := range specs {
+		if len(results[i]) == 0 {
+			continue
+		}
+		var rss, proc, bench, pgc []float64
+		for _, res := range results[i] {
+			rss = append(rss, float64(res.PeakRSSKiB)/1024)
+			proc = append(proc, cores(res.Usage.ProcCPU, res.Usage))
+			bench = append(bench, cores(res.Usage.BenchCPU, res.Usage))
+			pgc = append(pgc, cores(res.Usage.PGCPU, res.Usage))
+		}
+		benchCell := "(in the process)"
+		if spec.System == "rota" {
+			benchCell = format(median(bench))
+		}
+		fmt.Fprintf(tw, "| %s\t %s\t %s\t %.0f MiB\t %s\t %s\t %s\t\n", scenarioTitle(p, spec.Scenario), spec.System, spec.Variant,
+			median(rss), format(median(proc)), benchCell, format(median(pgc)))
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "### Rota's goals")
+	fmt.Fprintln(w)
+	goals(w, rs, p)
+	if len(failures) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "### Failed runs")
+		fmt.Fprintln(w)
+		for _, s := range failures {
+			fmt.Fprintln(w, "- "+s)
+		}
+	}
+}
+
+// goals compares Rota with the goals of issue 4.
+func goals(w io.Writer, rs []row, p params) {
+	best := func(system string, variants ...string) (float64, string) {
+		var v float64
+		var which string
+		for _, r := range rs {
+			if r.spec.System != system || r.spec.Scenario != "e2e" || r.unit != "tasks/s" {
+				continue
+			}
+			if len(variants) > 0 && !slices.Contains(variants, r.spec.Variant) {
+				continue
+			}
+			if m := median(r.runs); m > v {
+				v, which = m, r.spec.Variant
+			}
+		}
+		return v, which
+	}
+	verdict := func(ok bool) string {
+		if ok {
+			return "**met**"
+		}
+		return "**not met**"
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
+	fmt.Fprintln(tw, "| goal\t Rota here\t River tuned here\t River reference (issue)\t met?\t")
+	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t")
+	rota, rotaV := best("rota")
+	river, riverV := best("river", riverVariant(true, 100), riverVariant(true, 1000))
+	if rota > 0 && river > 0 {
+		fmt.Fprintf(tw, "| e2e throughput ≥ 2× River tuned\t %s tasks/s (%s)\t %s tasks/s (%s)\t ~10,300 jobs/s (100 workers)\t %s: %.2f× River here, %.2f× the reference\t\n",
+			format(rota), rotaV, format(river), riverV, verdict(rota >= 2*river && rota >= 2*10300), rota/river, rota/10300)
+	}
+	lat := fmt.Sprintf("enqueue→start at %d/s p99", p.Rate)
+	if v, ok := find(rs, "rota", "latency", "", lat); ok {
+		rv, _ := find(rs, "river", "latency", riverVariant(true, 100), lat)
+		fmt.Fprintf(tw, "| enqueue→start p99 ≤ 5 ms\t %s ms\t %s ms\t ~10 ms\t %s\t\n", format(v), format(rv), verdict(v <= 5))
+	}
+	if v, ok := find(rs, "rota", "delayed", "", "lateness p99"); ok {
+		rv, _ := find(rs, "river", "delayed", riverVariant(true, 100), "lateness p99")
+		fmt.Fprintf(tw, "| delayed-task lateness p99 ≤ 10 ms\t %s ms\t %s ms\t ~60 ms\t %s\t\n", format(v), format(rv), verdict(v <= 10))
+	}
+	tw.Flush()
+}
+
+// Markers of the generated part of the README; the text around them is
+// written by hand and kept.
+const (
+	beginMark = "<!-- peers:results:begin (written by `go run .`; edit outside these markers) -->"
+	endMark   = "<!-- peers:results:end -->"
+)
+
+// writeReadme replaces the generated part of path (or appends it).
+func writeReadme(path, body string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	section := beginMark + "\n\n" + body + "\n" + endMark
+	s := string(old)
+	i, j := strings.Index(s, beginMark), strings.Index(s, endMark)
+	switch {
+	case i >= 0 && j > i:
+		s = s[:i] + section + s[j+len(endMark):]
+	case s == "":
+		s = "# Rota vs River\n\n" + section + "\n"
+	default:
+		s = strings.TrimRight(s, "\n") + "\n\n" + section + "\n"
+	}
+	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+// runRiverChild runs one River case in a child process (this program with
+// --river-child), so that the child's peak RSS is that case's alone.
+func runRiverChild(ctx context.Context, spec caseSpec) (caseResult, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return caseResult{}, err
+	}
+	in, err := json.Marshal(spec)
+	if err != nil {
+		return caseResult{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe, "--river-child")
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 30 * time.Second
+	var out bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(in), &out, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return caseResult{}, fmt.Errorf("river child: %w", err)
+	}
+	var res caseResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		return caseResult{}, fmt.Errorf("river child: bad output %q: %w", out.String(), err)
+	}
+	return res, nil
+}
