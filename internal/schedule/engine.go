@@ -303,6 +303,9 @@ func (e *Engine) RunOnce(ctx context.Context) (time.Duration, error) {
 	// due at the next instant are taken ahead of it by the lead their
 	// number needs.
 	for range 1000 {
+		if ctx.Err() != nil || e.stopping() {
+			break
+		}
 		now := c.Now()
 		var due []*entry
 		at := now
@@ -329,6 +332,16 @@ func (e *Engine) RunOnce(ctx context.Context) (time.Duration, error) {
 		sleep = min(sleep, t.Add(-e.leadFor(e.countAt(t))).Sub(now))
 	}
 	return max(sleep, 0), errors.Join(errs...)
+}
+
+// stopping reports whether Stop was called.
+func (e *Engine) stopping() bool {
+	select {
+	case <-e.quit:
+		return true
+	default:
+		return false
+	}
 }
 
 // countAt counts the schedules due at t.
@@ -655,10 +668,10 @@ func (e *Engine) after(at time.Time, posts []func()) {
 		run()
 		return
 	}
+	t := e.cfg.Clock.NewTimer(wait) // before the goroutine: the clock may move meanwhile
 	e.posts.Add(1)
 	go func() {
 		defer e.posts.Done()
-		t := e.cfg.Clock.NewTimer(wait)
 		defer t.Stop()
 		select {
 		case <-t.C():

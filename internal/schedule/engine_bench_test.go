@@ -86,7 +86,9 @@ func benchEngine(b *testing.B, perSecond, perMinute int, dur time.Duration) {
 	defer st.Close()
 	ls := &latencyStore{ScheduleStore: st}
 	ids := &rota.IDGenerator{}
-	now := time.Now().UTC()
+	// The schedules start firing after the set-up (inserting them takes a
+	// while): their high-water mark is that moment, not the insert time.
+	now := time.Now().UTC().Add(30 * time.Second).Truncate(time.Second)
 	// Insert the schedules from many goroutines: group commit.
 	var wg sync.WaitGroup
 	work := make(chan int)
@@ -131,8 +133,10 @@ func benchEngine(b *testing.B, perSecond, perMinute int, dur time.Duration) {
 	if _, err := eng.RunOnce(ctx); err != nil { // the initial load, outside the measure
 		b.Fatal(err)
 	}
-	if _, err := eng.RunOnce(ctx); err != nil { // and what came due while loading
-		b.Fatal(err)
+	if wait := time.Until(now); wait > 0 {
+		time.Sleep(wait)
+	} else {
+		b.Logf("set-up took %v longer than planned: a backlog is measured", -wait)
 	}
 	ls.mu.Lock()
 	ls.samples, ls.ahead = ls.samples[:0], ls.ahead[:0]

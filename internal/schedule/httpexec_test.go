@@ -186,7 +186,7 @@ func TestHTTPExecutorClaimOnce(t *testing.T) {
 		t.Fatalf("ClaimOnce: %d, %v", n, err)
 	}
 	<-hit
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for e.runs(s.ID)[0].Status != rota.StatusSuccess {
 		if time.Now().After(deadline) {
 			t.Fatalf("run not reported: %v", summary(e.runs(s.ID)))

@@ -52,7 +52,7 @@ func TestSchedulingFiresOnLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.member.once(ctx) // leader now: the hook tells the engine
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		res, err := st.ScheduleRuns(ctx, store.ScheduleRunsParams{ScheduleID: sc.ID})
 		if err != nil {
