@@ -168,14 +168,14 @@ func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*ro
 }
 
 // outcome is how a run ended, from the task's point of view.
-type outcome int
+type outcome = store.RunOutcome
 
 const (
-	outSuccess        outcome = iota
-	outFailure                // the worker reported failure
-	outLeaseLapsed            // no heartbeat within the lease
-	outDeadlinePassed         // the task's timeout passed
-	outReleased               // the worker handed the run back unfinished
+	outSuccess        = store.OutcomeSuccess
+	outFailure        = store.OutcomeFailure
+	outLeaseLapsed    = store.OutcomeLeaseLapsed
+	outDeadlinePassed = store.OutcomeDeadlinePassed
+	outReleased       = store.OutcomeReleased
 )
 
 // endRun queues the end of a RUNNING run. Its task must be locked; settle
@@ -205,10 +205,6 @@ func settle(tx *txn, t *taskRow, r *runRow, out outcome, p settleParams) {
 		t.running = 0
 	}
 	now := p.now
-	runAt := ms(t.RunAt)
-	endTime := ms(t.EndTime)
-	result := t.Result
-	msg := p.message
 	if t.kindCap > 0 {
 		tx.notify(t.Kind, now, now)
 	}
@@ -221,81 +217,27 @@ func settle(tx *txn, t *taskRow, r *runRow, out outcome, p settleParams) {
 			t.running, now, dropHolder, r.WorkerID, t.ID)
 		return
 	}
-	terminal := rota.Status("")
-	stopOthers := false
-	switch {
-	case r.StopRequested || out == outReleased:
-		if t.stopRequested {
-			// The task keeps the reason it was stopped for; the run keeps
-			// what its worker reported.
-			msg = t.Message
-			if t.running == 0 {
-				terminal = rota.StatusCanceled
-			}
-		} else if t.running == 0 {
-			// Only this run was stopped (its worker is no longer allowed)
-			// or it was handed back: the task goes back to the queue,
-			// nothing counted against it.
-			runAt = now
-			if msg == "" {
-				msg = "released by its worker"
-			}
-		}
-	case out == outSuccess:
-		t.successes++
-		if len(p.result) > 0 {
-			result = p.result
-		}
-		if t.successes >= t.Workers {
-			terminal = rota.StatusSuccess
-		}
-	default:
-		t.failures++
-		if msg == "" {
-			switch out {
-			case outLeaseLapsed:
-				msg = fmt.Sprintf("lease expired: no heartbeat within %ds", t.HeartbeatTimeoutSeconds)
-			case outDeadlinePassed:
-				msg = fmt.Sprintf("timeout: the run exceeded %ds", t.TimeoutSeconds)
-			default:
-				msg = "failed"
-			}
-		}
-		switch {
-		case (out == outFailure && !p.retry) || t.failures > t.MaxRetries:
-			terminal = rota.StatusFailed
-			if out == outDeadlinePassed {
-				terminal = rota.StatusTimeout
-			}
-			stopOthers = t.running > 0
-		case out == outLeaseLapsed:
-			runAt = now // taken over at once
-		default:
-			runAt = now
-			if p.backoff != nil {
-				runAt = now + p.backoff(t.failures).Milliseconds()
-			}
-		}
-	}
-	status := rota.StatusScheduled
-	if t.running > 0 {
-		status = rota.StatusRunning
-	}
-	if terminal != "" {
-		status, t.done, endTime = terminal, true, now
-	}
-	t.avail = !t.done && !t.stopRequested && t.running+t.successes < t.Workers
+	st := store.Settle(store.SettleTask{
+		Workers: t.Workers, MaxRetries: t.MaxRetries,
+		HeartbeatTimeoutSeconds: t.HeartbeatTimeoutSeconds, TimeoutSeconds: t.TimeoutSeconds,
+		Running: t.running, Successes: t.successes, Failures: t.failures, StopRequested: t.stopRequested,
+		RunAt: t.RunAt, EndTime: t.EndTime, Message: t.Message, Result: t.Result,
+	}, store.SettleRun{
+		Outcome: out, StopRequested: r.StopRequested, Message: p.message, Result: p.result, Retry: p.retry,
+		Now: tm(now), Backoff: p.backoff,
+	})
+	t.done, t.avail, t.successes, t.failures = st.Done, st.Avail, st.Successes, st.Failures
 	tx.queue(`UPDATE tasks SET status = $1, avail = $2, failures = $3, successes = $4,
 		running = $5, run_at = $6, end_time = $7, message = $8, result = $9::json, updated_at = $10,
 		holders = CASE WHEN $12 THEN array_remove(holders, $13) ELSE holders END WHERE id = $11`,
-		string(status), t.avail, t.failures, t.successes, t.running, runAt, endTime, msg,
-		nullJSON(result), now, t.ID, dropHolder, r.WorkerID)
-	t.Status, t.RunAt, t.EndTime, t.Message, t.Result = status, tm(runAt), tm(endTime), msg, result
-	t.IsSucceed = status == rota.StatusSuccess
+		string(st.Status), t.avail, t.failures, t.successes, t.running, ms(st.RunAt), ms(st.EndTime), st.Message,
+		nullJSON(st.Result), now, t.ID, dropHolder, r.WorkerID)
+	t.Status, t.RunAt, t.EndTime, t.Message, t.Result = st.Status, st.RunAt, st.EndTime, st.Message, st.Result
+	t.IsSucceed = st.Status == rota.StatusSuccess
 	if t.avail {
-		tx.notify(t.Kind, runAt, now)
+		tx.notify(t.Kind, ms(st.RunAt), now)
 	}
-	if stopOthers {
+	if st.StopOthers {
 		tx.queue(`UPDATE runs SET stop_requested = true WHERE task_id = $1 AND status = 'RUNNING'`, t.ID)
 	}
 }

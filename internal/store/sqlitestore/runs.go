@@ -44,14 +44,14 @@ func expiresAt(lease, deadline int64) int64 {
 }
 
 // outcome is how a run ended, from the task's point of view.
-type outcome int
+type outcome = store.RunOutcome
 
 const (
-	outSuccess        outcome = iota
-	outFailure                // the worker reported failure
-	outLeaseLapsed            // no heartbeat within the lease
-	outDeadlinePassed         // the task's timeout passed
-	outReleased               // the worker handed the run back unfinished
+	outSuccess        = store.OutcomeSuccess
+	outFailure        = store.OutcomeFailure
+	outLeaseLapsed    = store.OutcomeLeaseLapsed
+	outDeadlinePassed = store.OutcomeDeadlinePassed
+	outReleased       = store.OutcomeReleased
 )
 
 // ownedRun loads a run for a report by workerID at now. It returns
@@ -177,91 +177,31 @@ func settle(ctx context.Context, tx *wtx, r *runRow, out outcome, p settleParams
 		t.running = 0
 	}
 	now := p.now
-	runAt := ms(t.RunAt)
-	endTime := ms(t.EndTime)
-	result := t.Result
-	msg := p.message
 	if t.done {
 		// A straggler of a task that already ended: only the counter moves.
 		_, err := tx.ExecContext(ctx, `UPDATE tasks SET running = ?, updated_at = ? WHERE id = ?`, t.running, now, t.ID)
 		return wrapErr("settle task", err)
 	}
-	terminal := rota.Status("")
-	stopOthers := false
-	switch {
-	case r.StopRequested || out == outReleased:
-		if t.stopRequested {
-			// The task keeps the reason it was stopped for; the run keeps
-			// what its worker reported.
-			msg = t.Message
-			if t.running == 0 {
-				terminal = rota.StatusCanceled
-			}
-		} else if t.running == 0 {
-			// Only this run was stopped (its worker is no longer allowed)
-			// or it was handed back: the task goes back to the queue,
-			// nothing counted against it.
-			runAt = now
-			if msg == "" {
-				msg = "released by its worker"
-			}
-		}
-	case out == outSuccess:
-		t.successes++
-		if len(p.result) > 0 {
-			result = p.result
-		}
-		if t.successes >= t.Workers {
-			terminal = rota.StatusSuccess
-		}
-	default:
-		t.failures++
-		if msg == "" {
-			switch out {
-			case outLeaseLapsed:
-				msg = fmt.Sprintf("lease expired: no heartbeat within %ds", t.HeartbeatTimeoutSeconds)
-			case outDeadlinePassed:
-				msg = fmt.Sprintf("timeout: the run exceeded %ds", t.TimeoutSeconds)
-			default:
-				msg = "failed"
-			}
-		}
-		switch {
-		case (out == outFailure && !p.retry) || t.failures > t.MaxRetries:
-			terminal = rota.StatusFailed
-			if out == outDeadlinePassed {
-				terminal = rota.StatusTimeout
-			}
-			stopOthers = t.running > 0
-		case out == outLeaseLapsed:
-			runAt = now // taken over at once
-		default:
-			runAt = now
-			if p.backoff != nil {
-				runAt = now + p.backoff(t.failures).Milliseconds()
-			}
-		}
-	}
-	status := rota.StatusScheduled
-	if t.running > 0 {
-		status = rota.StatusRunning
-	}
-	done := false
-	if terminal != "" {
-		status, done, endTime = terminal, true, now
-	}
-	avail := !done && !t.stopRequested && t.running+t.successes < t.Workers
+	st := store.Settle(store.SettleTask{
+		Workers: t.Workers, MaxRetries: t.MaxRetries,
+		HeartbeatTimeoutSeconds: t.HeartbeatTimeoutSeconds, TimeoutSeconds: t.TimeoutSeconds,
+		Running: t.running, Successes: t.successes, Failures: t.failures, StopRequested: t.stopRequested,
+		RunAt: t.RunAt, EndTime: t.EndTime, Message: t.Message, Result: t.Result,
+	}, store.SettleRun{
+		Outcome: out, StopRequested: r.StopRequested, Message: p.message, Result: p.result, Retry: p.retry,
+		Now: tm(now), Backoff: p.backoff,
+	})
 	var resultVal any
-	if len(result) > 0 {
-		resultVal = string(result)
+	if len(st.Result) > 0 {
+		resultVal = string(st.Result)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, done = ?, avail = ?, failures = ?, successes = ?,
 		running = ?, run_at = ?, end_time = ?, message = ?, result = ?, updated_at = ? WHERE id = ?`,
-		string(status), boolInt(done), boolInt(avail), t.failures, t.successes, t.running, runAt, endTime, msg,
-		resultVal, now, t.ID); err != nil {
+		string(st.Status), boolInt(st.Done), boolInt(st.Avail), st.Failures, st.Successes, t.running, ms(st.RunAt),
+		ms(st.EndTime), st.Message, resultVal, now, t.ID); err != nil {
 		return fmt.Errorf("sqlitestore: settle task %s: %w", t.ID, err)
 	}
-	if stopOthers {
+	if st.StopOthers {
 		if _, err := tx.ExecContext(ctx, `UPDATE runs SET stop_requested = 1 WHERE task_id = ? AND status = 'RUNNING'`, t.ID); err != nil {
 			return fmt.Errorf("sqlitestore: stop other runs of %s: %w", t.ID, err)
 		}
