@@ -421,16 +421,12 @@ type scheduleListRequest struct {
 }
 
 func (l *scheduleListRequest) readRequest(r *http.Request) error {
-	q, err := url.ParseQuery(r.URL.RawQuery)
+	q, err := singleValues(r)
 	if err != nil {
-		return rota.Errorf(rota.CodeMalformed, "malformed query string: %v", err)
+		return err
 	}
 	l.params.Limit = defaultListLimit
-	for name, vs := range q {
-		if len(vs) > 1 {
-			return rota.Invalid(name, "is given %d times", len(vs))
-		}
-		v := vs[0]
+	for name, v := range q {
 		switch name {
 		case "cursor":
 			if v != "" {
@@ -440,16 +436,11 @@ func (l *scheduleListRequest) readRequest(r *http.Request) error {
 			}
 			l.params.Cursor = v
 		case "limit":
-			if v == "" {
-				continue
+			if l.params.Limit, err = parseLimit(name, v, l.params.Limit); err != nil {
+				return err
 			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > maxListLimit {
-				return rota.Invalid(name, "must be an integer between 1 and %d, got %s", maxListLimit, shortQuote(v))
-			}
-			l.params.Limit = n
 		default:
-			return &rota.Error{Code: rota.CodeUnknownField, Message: fmt.Sprintf("unknown query parameter %q: known are limit and cursor", name), Field: name}
+			return unknownParam(name, "limit and cursor")
 		}
 	}
 	return nil
@@ -659,38 +650,25 @@ func (s *scheduleRunsRequest) readRequest(r *http.Request) error {
 	if err := s.scheduleRef.readRequest(r); err != nil {
 		return err
 	}
-	q, err := url.ParseQuery(r.URL.RawQuery)
+	q, err := singleValues(r)
 	if err != nil {
-		return rota.Errorf(rota.CodeMalformed, "malformed query string: %v", err)
+		return err
 	}
 	s.params.Limit = defaultListLimit
-	for name, vs := range q {
-		if len(vs) > 1 {
-			return rota.Invalid(name, "is given %d times", len(vs))
-		}
-		v := vs[0]
+	for name, v := range q {
 		switch name {
 		case "status":
-			if v != "" {
-				st := rota.Status(strings.ToUpper(v))
-				if !st.Valid() {
-					return rota.Invalid(name, "must be one of %s, got %s", statusList(), shortQuote(v))
-				}
-				s.params.Status = st
+			if s.params.Status, err = parseStatus(name, v); err != nil {
+				return err
 			}
 		case "cursor":
 			s.params.Cursor = v
 		case "limit":
-			if v == "" {
-				continue
+			if s.params.Limit, err = parseLimit(name, v, s.params.Limit); err != nil {
+				return err
 			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > maxListLimit {
-				return rota.Invalid(name, "must be an integer between 1 and %d, got %s", maxListLimit, shortQuote(v))
-			}
-			s.params.Limit = n
 		default:
-			return &rota.Error{Code: rota.CodeUnknownField, Message: fmt.Sprintf("unknown query parameter %q: known are status, limit and cursor", name), Field: name}
+			return unknownParam(name, "status, limit and cursor")
 		}
 	}
 	return nil

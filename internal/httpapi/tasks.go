@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -231,16 +229,12 @@ type listRequest struct {
 }
 
 func (l *listRequest) readRequest(r *http.Request) error {
-	q, err := url.ParseQuery(r.URL.RawQuery)
+	q, err := singleValues(r)
 	if err != nil {
-		return rota.Errorf(rota.CodeMalformed, "malformed query string: %v", err)
+		return err
 	}
 	l.params.Limit = defaultListLimit
-	for name, vs := range q {
-		if len(vs) > 1 {
-			return rota.Invalid(name, "is given %d times", len(vs))
-		}
-		v := vs[0]
+	for name, v := range q {
 		switch name {
 		case "kind":
 			if v != "" {
@@ -250,12 +244,8 @@ func (l *listRequest) readRequest(r *http.Request) error {
 			}
 			l.params.Kind = v
 		case "status":
-			if v != "" {
-				s := rota.Status(strings.ToUpper(v))
-				if !s.Valid() {
-					return rota.Invalid(name, "must be one of %s, got %s", statusList(), shortQuote(v))
-				}
-				l.params.Status = s
+			if l.params.Status, err = parseStatus(name, v); err != nil {
+				return err
 			}
 		case "key":
 			if v != "" {
@@ -272,17 +262,11 @@ func (l *listRequest) readRequest(r *http.Request) error {
 			}
 			l.params.Cursor = v
 		case "limit":
-			if v == "" {
-				continue
+			if l.params.Limit, err = parseLimit(name, v, l.params.Limit); err != nil {
+				return err
 			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > maxListLimit {
-				return rota.Invalid(name, "must be an integer between 1 and %d, got %s", maxListLimit, shortQuote(v))
-			}
-			l.params.Limit = n
 		default:
-			return &rota.Error{Code: rota.CodeUnknownField,
-				Message: fmt.Sprintf("unknown query parameter %q: known are kind, status, key, limit and cursor", name), Field: name}
+			return unknownParam(name, "kind, status, key, limit and cursor")
 		}
 	}
 	return nil
