@@ -123,12 +123,21 @@ func newTab(t *testing.T, s *stack) *tab {
 	return tb
 }
 
-// do runs actions with a time limit.
+// do runs actions with a time limit. Pages re-render on live updates, so
+// a node found by a selector may be replaced before an action reaches it;
+// the browser then refuses the action (nothing happened) and do runs the
+// actions again against the new page, a few times at most.
 func (tb *tab) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	tb.t.Helper()
 	ctx, cancel := context.WithTimeout(tb.ctx, 15*time.Second)
 	defer cancel()
-	if err := chromedp.Do(ctx, actions...); err != nil {
+	var err error
+	for range 5 {
+		if err = chromedp.Do(ctx, actions...); err == nil || !strings.Contains(err.Error(), "Could not find node with given id") {
+			break
+		}
+	}
+	if err != nil {
 		tb.t.Fatalf("%s: %v\n(console: %v)", what, err, tb.consoleProblems())
 	}
 }

@@ -427,6 +427,8 @@ func TestBrowserKindsAndWorkersActions(t *testing.T) {
 	if k, _ := s.client.GetKind(ctx, "email"); k == nil || k.PriorityFactor != 5 || k.MaxRunning != 7 || !k.Paused {
 		t.Fatalf("kind after Save = %+v", k)
 	}
+	// The save's live update may re-render the table while the click is
+	// on its way; tab.do then finds the new button and clicks again.
 	tb.do("resume", chromedp.Click(chromedp.CSS(`button[data-toggle="email"]`)))
 	tb.wait("resumed", `document.querySelector('tr[data-kind="email"] .badge').textContent === 'active'`, 10*time.Second)
 
