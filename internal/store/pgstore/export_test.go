@@ -1,8 +1,34 @@
 package pgstore
 
+import (
+	"context"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+)
+
 // CandidatesSQL is the claim's pick, for EXPLAIN in benchmarks. Its
 // parameters: kind, now (ms), worker id, max.
 var CandidatesSQL = candidatesSQL
 
 // RoundSlots exposes the Go transcription of round_slot to the tests.
 func RoundSlots(f, pos, n int) [3][]int64 { return roundSlots(f, pos, n) }
+
+// CompleteGroup settles reports as one group of the completers would (one
+// transaction), bypassing the queue, so that tests reach the group path
+// whatever the timing.
+func CompleteGroup(s *Store, ctx context.Context, ps []store.RunCompleteParams) ([]*rota.Task, []error, error) {
+	group := make([]*completeReq, len(ps))
+	for i, p := range ps {
+		group[i] = &completeReq{ctx: ctx, p: p}
+	}
+	res, err := s.completeMany(group)
+	if err != nil {
+		return nil, nil, err
+	}
+	tasks, errs := make([]*rota.Task, len(res)), make([]error, len(res))
+	for i, r := range res {
+		tasks[i], errs[i] = r.task, r.err
+	}
+	return tasks, errs, nil
+}

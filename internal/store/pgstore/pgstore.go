@@ -154,6 +154,10 @@ type Store struct {
 	pending  notes         // guarded by noteMu
 	noteWake chan struct{} // capacity 1: pending has something
 	noteDone chan struct{} // closed when the notifier has stopped
+
+	// Reports waiting for a completer (complete.go).
+	completeQ      chan *completeReq
+	completersDone sync.WaitGroup
 }
 
 var _ store.Store = (*Store)(nil)
@@ -206,12 +210,18 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		pending:  make(notes),
 		noteWake: make(chan struct{}, 1),
 		noteDone: make(chan struct{}),
+
+		completeQ: make(chan *completeReq),
 	}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
 	go s.notifier()
+	for range completers {
+		s.completersDone.Add(1)
+		go s.completer()
+	}
 	return s, nil
 }
 
@@ -288,11 +298,13 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close sends the notifications still waiting, closes the pool and ends
+// Close lets the reports in progress commit, sends the notifications
+// still waiting, closes the pool and ends
 // the store's subscriptions. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOne.Do(func() {
 		close(s.closed)
+		s.completersDone.Wait()
 		<-s.noteDone
 		s.pool.Close()
 	})

@@ -87,11 +87,22 @@ func ownedRun(ctx context.Context, t *txn, runID, workerID string, now int64, ba
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkOwned(t, task, r, workerID, now, backoff); err != nil {
+		return nil, nil, err
+	}
+	return task, r, nil
+}
+
+// checkOwned checks that the locked run r of task is RUNNING under
+// workerID's lease at now. It returns a lease-lost error otherwise; when
+// the lease or deadline had passed it queues the run's expiry and the
+// error is a *store.ExpiredError wrapped in keepError.
+func checkOwned(t *txn, task *taskRow, r *runRow, workerID string, now int64, backoff func(int) time.Duration) error {
 	if r.WorkerID != workerID {
-		return nil, nil, leaseLost(runID, fmt.Sprintf("it belongs to worker %s", r.WorkerID))
+		return leaseLost(r.ID, fmt.Sprintf("it belongs to worker %s", r.WorkerID))
 	}
 	if r.Status != rota.StatusRunning {
-		return nil, nil, leaseLost(runID, fmt.Sprintf("it already ended %s", r.Status))
+		return leaseLost(r.ID, fmt.Sprintf("it already ended %s", r.Status))
 	}
 	if exp := expiresAt(ms(r.LeaseExpiresAt), ms(r.Deadline)); exp <= now {
 		why := "its lease expired"
@@ -99,9 +110,9 @@ func ownedRun(ctx context.Context, t *txn, runID, workerID string, now int64, ba
 		if !r.Deadline.IsZero() && ms(r.Deadline) <= now {
 			why = "its timeout passed"
 		}
-		return nil, nil, keepError{&store.ExpiredError{Kind: r.kind, TaskID: r.TaskID, Err: leaseLost(runID, why)}}
+		return keepError{&store.ExpiredError{Kind: r.kind, TaskID: r.TaskID, Err: leaseLost(r.ID, why)}}
 	}
-	return task, r, nil
+	return nil
 }
 
 // RunHeartbeat implements store.Store.
@@ -134,30 +145,15 @@ func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (s
 	return res, err
 }
 
-// RunComplete implements store.Store.
-func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*rota.Task, error) {
+// completeOne ends one run in a transaction of its own (see RunComplete).
+func (s *Store) completeOne(ctx context.Context, p store.RunCompleteParams) (*rota.Task, error) {
 	var out *rota.Task
 	err := s.tx(ctx, "complete run", func(t *txn) error {
-		now := ms(p.Now)
-		task, r, err := ownedRun(ctx, t, p.RunID, p.WorkerID, now, p.Backoff)
+		task, r, err := ownedRun(ctx, t, p.RunID, p.WorkerID, ms(p.Now), p.Backoff)
 		if err != nil {
 			return err
 		}
-		o := outFailure
-		status := rota.StatusFailed
-		switch {
-		case p.Release:
-			o, status = outReleased, rota.StatusCanceled
-		case p.Success:
-			o, status = outSuccess, rota.StatusSuccess
-		}
-		if r.StopRequested {
-			status = rota.StatusCanceled
-		}
-		endRun(t, r, status, p.Message, now)
-		settle(t, task, r, o, settleParams{
-			message: p.Message, result: p.Result, retry: p.Retry, now: now, backoff: p.Backoff,
-		})
+		applyReport(t, task, r, p)
 		queueTaskWithRuns(t, task.ID, &out)
 		return nil
 	})
@@ -165,6 +161,27 @@ func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*ro
 		return nil, err
 	}
 	return out, nil
+}
+
+// applyReport queues the end of the owned, locked run r of task with the
+// worker's report p, and the task's move.
+func applyReport(t *txn, task *taskRow, r *runRow, p store.RunCompleteParams) {
+	now := ms(p.Now)
+	o := outFailure
+	status := rota.StatusFailed
+	switch {
+	case p.Release:
+		o, status = outReleased, rota.StatusCanceled
+	case p.Success:
+		o, status = outSuccess, rota.StatusSuccess
+	}
+	if r.StopRequested {
+		status = rota.StatusCanceled
+	}
+	endRun(t, r, status, p.Message, now)
+	settle(t, task, r, o, settleParams{
+		message: p.Message, result: p.Result, retry: p.Retry, now: now, backoff: p.Backoff,
+	})
 }
 
 // outcome is how a run ended, from the task's point of view.

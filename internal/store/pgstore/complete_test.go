@@ -1,0 +1,210 @@
+package pgstore_test
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/pgstore"
+	"github.com/rotahq/rota/internal/store/storetest"
+)
+
+// TestCompleteGroupMatchesOneByOne settles a mixed group of reports in one
+// transaction on one store and the same reports one by one on another store
+// holding the same tasks: every report's answer (task or error) and every
+// task's final state must be the same. The group holds successes,
+// failures with and without retry, a release, both runs of two-worker
+// tasks, a report whose lease lapsed, a second report of one run, a report
+// by the wrong worker and an unknown run.
+func TestCompleteGroupMatchesOneByOne(t *testing.T) {
+	t.Parallel()
+	grouped := openSchema(t, newSchema(t), "g")
+	single := openSchema(t, newSchema(t), "s")
+	f := storetest.NewFixture(t, grouped)
+	var params []store.TaskInsertParams
+	for i := range 24 {
+		p := f.Params("k", f.At(time.Duration(i)*time.Millisecond))
+		p.MaxRetries = 2
+		p.HeartbeatTimeoutSeconds = 30
+		if i%6 == 5 {
+			p.Workers = 2
+		}
+		if i == 7 {
+			p.HeartbeatTimeoutSeconds = 1 // its report comes after the lease
+		}
+		params = append(params, p)
+	}
+	now := f.At(time.Minute)
+	type claimed struct {
+		rota.ClaimedRun
+		WorkerID string
+	}
+	claim := func(st store.Store) []claimed {
+		var n int
+		var runs []claimed
+		for _, w := range []string{"w1", "w2"} {
+			res, err := st.TaskClaim(t.Context(), store.TaskClaimParams{WorkerID: w, Kinds: []string{"k"}, Max: 100, Now: now,
+				NewRunID: func() string { n++; return fmt.Sprintf("run-%04d", n) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range res.Runs {
+				runs = append(runs, claimed{r, w})
+			}
+		}
+		return runs
+	}
+	for _, st := range []store.Store{grouped, single} {
+		if _, err := st.TaskInsertMany(t.Context(), params); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs := claim(grouped)
+	if other := claim(single); !reflect.DeepEqual(runs, other) {
+		t.Fatalf("the two stores handed out different runs:\n%v\n%v", runs, other)
+	}
+	if len(runs) != 24+4 { // 4 two-worker tasks
+		t.Fatalf("claimed %d runs, want 28", len(runs))
+	}
+	backoff := func(n int) time.Duration { return time.Duration(n) * time.Second }
+	var reports []store.RunCompleteParams
+	later := now.Add(2 * time.Second)
+	for i, r := range runs {
+		p := store.RunCompleteParams{RunID: r.RunID, WorkerID: r.WorkerID, Now: later, Backoff: backoff,
+			Message: fmt.Sprintf("report %d", i)}
+		switch i % 5 {
+		case 0, 1:
+			p.Success, p.Result = true, []byte(`{"ok":true}`)
+		case 2:
+			p.Retry = true
+		case 3:
+			p.Release = true
+		case 4:
+			// a failure without retry
+		}
+		reports = append(reports, p)
+	}
+	reports = append(reports,
+		reports[0], // the same report again: its run has ended
+		store.RunCompleteParams{RunID: runs[1].RunID, WorkerID: "someone-else", Success: true, Now: later},
+		store.RunCompleteParams{RunID: "no-such-run", WorkerID: "w1", Success: true, Now: later},
+	)
+
+	gotTasks, gotErrs, err := pgstore.CompleteGroup(grouped, t.Context(), reports)
+	if err != nil {
+		t.Fatalf("group: %v", err)
+	}
+	var expired int
+	for i, p := range reports {
+		want, wantErr := single.RunComplete(t.Context(), p)
+		if code(gotErrs[i]) != code(wantErr) {
+			t.Errorf("report %d (%s): grouped error %v, one by one %v", i, p.RunID, gotErrs[i], wantErr)
+		}
+		var ge, we *store.ExpiredError
+		if errors.As(gotErrs[i], &ge) != errors.As(wantErr, &we) {
+			t.Errorf("report %d: grouped error %v, one by one %v: one expired the run, the other did not", i, gotErrs[i], wantErr)
+		}
+		if ge != nil {
+			expired++
+		}
+		if !reflect.DeepEqual(gotTasks[i], want) {
+			t.Errorf("report %d (%s): grouped task\n%+v\none by one\n%+v", i, p.RunID, gotTasks[i], want)
+		}
+	}
+	if expired != 1 {
+		t.Errorf("%d reports expired their run, want 1 (the task with a 1 s heartbeat timeout)", expired)
+	}
+	for _, p := range params {
+		g, err1 := grouped.TaskGet(t.Context(), p.ID)
+		s, err2 := single.TaskGet(t.Context(), p.ID)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if !reflect.DeepEqual(g, s) {
+			t.Errorf("task %s: grouped\n%+v\none by one\n%+v", p.ID, g, s)
+		}
+	}
+	for _, st := range []*pgstore.Store{grouped, single} {
+		if err := st.Check(t.Context()); err != nil {
+			t.Errorf("store inconsistent: %v", err)
+		}
+	}
+}
+
+// TestConcurrentReportsAreGrouped sends many reports at once through
+// RunComplete (the completers group them): each gets its own answer, and
+// a second report of a run gets lease lost.
+func TestConcurrentReportsAreGrouped(t *testing.T) {
+	t.Parallel()
+	st := openSchema(t, newSchema(t), "n")
+	f := storetest.NewFixture(t, st)
+	var params []store.TaskInsertParams
+	for i := range 300 {
+		params = append(params, f.Params("k", f.At(time.Duration(i)*time.Millisecond)))
+	}
+	if _, err := st.TaskInsertMany(t.Context(), params); err != nil {
+		t.Fatal(err)
+	}
+	now := f.At(time.Minute)
+	res := f.Claim("w", now, 300, "k")
+	if len(res.Runs) != 300 {
+		t.Fatalf("claimed %d, want 300", len(res.Runs))
+	}
+	var wg sync.WaitGroup
+	errs := make([][2]error, len(res.Runs))
+	for i, r := range res.Runs {
+		for j := range 2 {
+			wg.Go(func() {
+				task, err := st.RunComplete(t.Context(), store.RunCompleteParams{RunID: r.RunID, WorkerID: "w", Success: true, Now: now})
+				if err == nil && (task == nil || task.ID != r.TaskID || task.Status != rota.StatusSuccess) {
+					err = fmt.Errorf("report answered with task %+v", task)
+				}
+				errs[i][j] = err
+			})
+		}
+	}
+	wg.Wait()
+	for i, e := range errs {
+		ok, lost := 0, 0
+		for _, err := range e {
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, rota.ErrLeaseLost):
+				lost++
+			default:
+				t.Errorf("run %d: %v", i, err)
+			}
+		}
+		if ok != 1 || lost != 1 {
+			t.Errorf("run %d: %d reports succeeded and %d lost the lease, want 1 and 1", i, ok, lost)
+		}
+	}
+	stats, err := st.Stats(t.Context(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stats.Kinds) != 1 || stats.Kinds[0].Counts[rota.StatusSuccess] != 300 {
+		t.Errorf("want 300 tasks SUCCESS, stats %+v", stats)
+	}
+	if err := st.Check(t.Context()); err != nil {
+		t.Errorf("store inconsistent: %v", err)
+	}
+}
+
+// code is the rota error code of err, "" for nil, "other" for other errors.
+func code(err error) rota.Code {
+	if err == nil {
+		return ""
+	}
+	var re *rota.Error
+	if errors.As(err, &re) {
+		return re.Code
+	}
+	return "other"
+}
