@@ -103,7 +103,7 @@ e.g. ROTA_SERVER for --server.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServerCmd(env), newTaskCmd(env), newKindCmd(env), newWorkerCmd(env), newStatsCmd(env), newBenchCmd(env))
+	root.AddCommand(newServerCmd(env), newTaskCmd(env), newKindCmd(env), newScheduleCmd(env), newWorkerCmd(env), newStatsCmd(env), newBenchCmd(env))
 	return root
 }
 
