@@ -2,6 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +20,7 @@ func newServerCmd(env Env) *cobra.Command {
 		logLevel   string
 		logFormat  string
 		grace      time.Duration
+		debug      string
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -50,6 +55,15 @@ and closes the store; a second signal stops it at once.`,
 				srv.Stop(context.Background())
 				return err
 			}
+			if debug != "" {
+				stop, err := serveDebug(debug, logger.Error)
+				if err != nil {
+					srv.Stop(context.Background())
+					return err
+				}
+				defer stop()
+				logger.Info("debug listener (pprof)", "addr", debug)
+			}
 			var serveErr error
 			select {
 			case <-ctx.Done():
@@ -79,6 +93,29 @@ and closes the store; a second signal stops it at once.`,
 	f.DurationVar(&cfg.LeaderLease, "leader-lease", 5*time.Second, "leader lease: a dead leader is replaced within about this long")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&debug, "debug-listen", "", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off when empty (never expose it publicly)")
 	annotateEnv(cmd)
 	return cmd
+}
+
+// serveDebug serves net/http/pprof on addr, apart from the API (no
+// authentication there: bind it to loopback). stop closes it.
+func serveDebug(addr string, logErr func(msg string, args ...any)) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, usageError("--debug-listen %s: %v", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logErr("debug listener", "err", err)
+		}
+	}()
+	return func() { hs.Close() }, nil
 }

@@ -127,12 +127,23 @@ func (s *Store) completeGroup(group []*completeReq) {
 }
 
 // completeMany settles several reports in one transaction, each as
-// completeOne would (in order, so that two reports on one task see each
-// other's effect). Per-report errors are in the results; the error is the
+// completeOne would, in order, so that two reports on one task see each
+// other's effect; each report is answered with its task as the group left
+// it. Per-report errors are in the results; the error is the
 // transaction's.
+//
+// The group costs two round trips and a handful of statements, whatever
+// its size: the tasks' locks and the runs in one, then a statement for
+// all the runs that ended, one for all the tasks (their whole state, as
+// settled in memory), and one read of the tasks with their runs, with
+// COMMIT.
 func (s *Store) completeMany(group []*completeReq) ([]completeRes, error) {
 	res := make([]completeRes, len(group))
 	ctx := context.WithoutCancel(group[0].ctx)
+	var (
+		reported []string              // task id of each settled report
+		read     map[string]*rota.Task // the tasks as the group left them
+	)
 	err := s.tx(ctx, "complete runs", func(t *txn) error {
 		clear(res)
 		runIDs := make([]string, 0, len(group))
@@ -142,7 +153,7 @@ func (s *Store) completeMany(group []*completeReq) ([]completeRes, error) {
 		slices.Sort(runIDs)
 		runIDs = slices.Compact(runIDs)
 		tasks := make(map[string]*taskRow, len(runIDs))
-		runs := make(map[string]*runRow, len(runIDs))
+		g := &groupWrites{runs: make(map[string]*runRow, len(runIDs))}
 		// The tasks' locks, in id order (as every multi-task lock of the
 		// store takes them), then their runs: current once the locks are
 		// held.
@@ -166,16 +177,18 @@ func (s *Store) completeMany(group []*completeReq) ([]completeRes, error) {
 				if err != nil {
 					return err
 				}
-				runs[r.ID] = r
+				g.runs[r.ID] = r
 			}
 			return rows.Err()
 		})
 		if err := t.flush(ctx); err != nil {
 			return fmt.Errorf("lock runs: %w", err)
 		}
+		t.group = g
+		reported = make([]string, len(group))
 		for i, req := range group {
 			p := req.p
-			r := runs[p.RunID]
+			r := g.runs[p.RunID]
 			var task *taskRow
 			if r != nil {
 				task = tasks[r.TaskID]
@@ -193,12 +206,153 @@ func (s *Store) completeMany(group []*completeReq) ([]completeRes, error) {
 				continue
 			}
 			applyReport(t, task, r, p)
-			queueTaskWithRuns(t, task.ID, &res[i].task)
+			reported[i] = task.ID
+		}
+		t.group = nil
+		g.queue(t)
+		// The read goes with COMMIT, after the writes.
+		read = make(map[string]*rota.Task, len(g.tasks))
+		var ids []string
+		for _, id := range reported {
+			if _, dup := read[id]; id != "" && !dup {
+				read[id] = nil
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) > 0 {
+			t.queue(tasksWithRunsSQL, ids).Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					task, err := scanTaskWithRuns(rows, "")
+					if err != nil {
+						return err
+					}
+					read[task.ID] = task
+				}
+				return rows.Err()
+			})
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	for i, id := range reported {
+		if id == "" {
+			continue
+		}
+		task := read[id]
+		if task == nil {
+			return nil, fmt.Errorf("complete runs: task %s vanished", id)
+		}
+		c := *task // each answer its own
+		res[i].task = &c
+	}
 	return res, nil
+}
+
+// groupWrites collects what a group of reports changes (endRun and settle
+// record into it while txn.group is set), to be written with one
+// statement per table.
+type groupWrites struct {
+	runs      map[string]*runRow // the group's runs, as loaded and changed
+	ended     []*runRow          // runs that ended, once each
+	endedSeen map[string]bool
+	tasks     []*taskRow // tasks settled, once each
+	updated   map[string]int64
+	drops     [][2]string // (task id, worker id) to take off the task's holders
+	stops     []string    // tasks whose other RUNNING runs must stop
+}
+
+func (g *groupWrites) endRun(r *runRow) {
+	if g.endedSeen == nil {
+		g.endedSeen = map[string]bool{}
+	}
+	if !g.endedSeen[r.ID] {
+		g.endedSeen[r.ID] = true
+		g.ended = append(g.ended, r)
+	}
+}
+
+// settled records that settle moved t (its state in memory is what to
+// store) at now, taking worker off its holders when drop.
+func (g *groupWrites) settled(t *taskRow, worker string, drop bool, now int64) {
+	if g.updated == nil {
+		g.updated = map[string]int64{}
+	}
+	if _, ok := g.updated[t.ID]; !ok {
+		g.tasks = append(g.tasks, t)
+	}
+	g.updated[t.ID] = now
+	if drop {
+		g.drops = append(g.drops, [2]string{t.ID, worker})
+	}
+}
+
+// stopOthers records that the RUNNING runs of task must stop, and marks
+// those of the group so that their reports, later in the group, see it.
+func (g *groupWrites) stopOthers(task string) {
+	g.stops = append(g.stops, task)
+	for _, r := range g.runs {
+		if r.TaskID == task && r.Status == rota.StatusRunning {
+			r.StopRequested = true
+		}
+	}
+}
+
+// queue queues the group's writes.
+func (g *groupWrites) queue(t *txn) {
+	if n := len(g.ended); n > 0 {
+		ids, statuses, ends, msgs := make([]string, n), make([]string, n), make([]int64, n), make([]string, n)
+		stop := make([]bool, n)
+		for i, r := range g.ended {
+			ids[i], statuses[i], ends[i], msgs[i], stop[i] = r.ID, string(r.Status), ms(r.EndTime), r.Message, r.StopRequested
+		}
+		// stop_requested too: a run that a report of the group stopped
+		// (stopOthers) and that ended later in the group keeps the mark.
+		t.queue(`UPDATE runs SET status = u.status, end_time = u.end_time, expires_at = 0, lease_expires_at = 0,
+				message = u.message, stop_requested = u.stop
+			FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bool[]) AS u(id, status, end_time, message, stop)
+			WHERE runs.id = u.id`, ids, statuses, ends, msgs, stop)
+	}
+	if len(g.stops) > 0 {
+		t.queue(`UPDATE runs SET stop_requested = true WHERE task_id = ANY ($1) AND status = 'RUNNING'`, g.stops)
+	}
+	n := len(g.tasks)
+	if n == 0 {
+		return
+	}
+	var (
+		ids, statuses, msgs          = make([]string, n), make([]string, n), make([]string, n)
+		avail                        = make([]bool, n)
+		failures, successes, running = make([]int32, n), make([]int32, n), make([]int32, n)
+		runAt, endTime, updated      = make([]int64, n), make([]int64, n), make([]int64, n)
+		results                      = make([]*string, n)
+		dropTasks, dropWorkers       []string
+	)
+	for i, task := range g.tasks {
+		ids[i], statuses[i], msgs[i] = task.ID, string(task.Status), task.Message
+		avail[i] = task.avail
+		failures[i], successes[i], running[i] = int32(task.failures), int32(task.successes), int32(task.running)
+		runAt[i], endTime[i], updated[i] = ms(task.RunAt), ms(task.EndTime), g.updated[task.ID]
+		if len(task.Result) > 0 {
+			r := string(task.Result)
+			results[i] = &r
+		}
+	}
+	for _, d := range g.drops {
+		dropTasks, dropWorkers = append(dropTasks, d[0]), append(dropWorkers, d[1])
+	}
+	t.queue(`UPDATE tasks SET status = u.status, avail = u.avail, failures = u.failures, successes = u.successes,
+			running = u.running, run_at = u.run_at, end_time = u.end_time, message = u.message,
+			result = u.result::json, updated_at = u.updated_at,
+			holders = CASE WHEN tasks.id = ANY ($12::text[]) THEN ARRAY(
+				SELECT h FROM unnest(tasks.holders) AS h
+				WHERE NOT EXISTS (SELECT 1 FROM unnest($12::text[], $13::text[]) AS d(task_id, worker_id)
+					WHERE d.task_id = tasks.id AND d.worker_id = h)) ELSE tasks.holders END
+		FROM unnest($1::text[], $2::text[], $3::bool[], $4::int[], $5::int[], $6::int[], $7::bigint[], $8::bigint[],
+			$9::text[], $10::text[], $11::bigint[])
+			AS u(id, status, avail, failures, successes, running, run_at, end_time, message, result, updated_at)
+		WHERE tasks.id = u.id`,
+		ids, statuses, avail, failures, successes, running, runAt, endTime, msgs, results, updated,
+		dropTasks, dropWorkers)
 }

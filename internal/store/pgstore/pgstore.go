@@ -299,8 +299,8 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Close lets the reports in progress commit, sends the notifications
-// still waiting, closes the pool and ends
-// the store's subscriptions. It is idempotent.
+// still waiting, closes the pool and ends the store's subscriptions. It is
+// idempotent.
 func (s *Store) Close() error {
 	s.closeOne.Do(func() {
 		close(s.closed)
@@ -323,6 +323,9 @@ type txn struct {
 	conn  *pgx.Conn
 	b     *pgx.Batch // queued, not yet sent
 	notes notes      // sent once the transaction has committed
+	// group, when set, collects the writes of runs and tasks ending runs
+	// instead of queueing a statement for each (complete.go).
+	group *groupWrites
 }
 
 // queue adds a statement to the next flush. Attach a callback (Exec,

@@ -198,9 +198,13 @@ const (
 // endRun queues the end of a RUNNING run. Its task must be locked; settle
 // takes the run's worker off the task's holders unless it succeeded.
 func endRun(t *txn, r *runRow, status rota.Status, msg string, now int64) {
+	r.Status, r.EndTime, r.Message = status, tm(now), msg
+	if t.group != nil {
+		t.group.endRun(r)
+		return
+	}
 	t.queue(`UPDATE runs SET status = $1, end_time = $2, expires_at = 0, lease_expires_at = 0, message = $3
 		WHERE id = $4`, string(status), now, msg, r.ID)
-	r.Status = status
 }
 
 type settleParams struct {
@@ -227,8 +231,14 @@ func settle(tx *txn, t *taskRow, r *runRow, out outcome, p settleParams) {
 	}
 	// The run's worker no longer holds the task, unless it succeeded.
 	dropHolder := r.Status != rota.StatusSuccess
+	if tx.group != nil {
+		defer tx.group.settled(t, r.WorkerID, dropHolder, now)
+	}
 	if t.done {
 		// A straggler of a task that already ended: only the counter moves.
+		if tx.group != nil {
+			return
+		}
 		tx.queue(`UPDATE tasks SET running = $1, updated_at = $2,
 			holders = CASE WHEN $3 THEN array_remove(holders, $4) ELSE holders END WHERE id = $5`,
 			t.running, now, dropHolder, r.WorkerID, t.ID)
@@ -244,16 +254,22 @@ func settle(tx *txn, t *taskRow, r *runRow, out outcome, p settleParams) {
 		Now: tm(now), Backoff: p.backoff,
 	})
 	t.done, t.avail, t.successes, t.failures = st.Done, st.Avail, st.Successes, st.Failures
-	tx.queue(`UPDATE tasks SET status = $1, avail = $2, failures = $3, successes = $4,
-		running = $5, run_at = $6, end_time = $7, message = $8, result = $9::json, updated_at = $10,
-		holders = CASE WHEN $12 THEN array_remove(holders, $13) ELSE holders END WHERE id = $11`,
-		string(st.Status), t.avail, t.failures, t.successes, t.running, ms(st.RunAt), ms(st.EndTime), st.Message,
-		nullJSON(st.Result), now, t.ID, dropHolder, r.WorkerID)
 	t.Status, t.RunAt, t.EndTime, t.Message, t.Result = st.Status, st.RunAt, st.EndTime, st.Message, st.Result
 	t.IsSucceed = st.Status == rota.StatusSuccess
 	if t.avail {
 		tx.notify(t.Kind, ms(st.RunAt), now)
 	}
+	if tx.group != nil {
+		if st.StopOthers {
+			tx.group.stopOthers(t.ID)
+		}
+		return
+	}
+	tx.queue(`UPDATE tasks SET status = $1, avail = $2, failures = $3, successes = $4,
+		running = $5, run_at = $6, end_time = $7, message = $8, result = $9::json, updated_at = $10,
+		holders = CASE WHEN $12 THEN array_remove(holders, $13) ELSE holders END WHERE id = $11`,
+		string(st.Status), t.avail, t.failures, t.successes, t.running, ms(st.RunAt), ms(st.EndTime), st.Message,
+		nullJSON(st.Result), now, t.ID, dropHolder, r.WorkerID)
 	if st.StopOthers {
 		tx.queue(`UPDATE runs SET stop_requested = true WHERE task_id = $1 AND status = 'RUNNING'`, t.ID)
 	}

@@ -64,14 +64,20 @@ func scanTask(row pgx.Row, extra ...any) (*taskRow, error) {
 	return &r, nil
 }
 
-// taskWithRuns reads a task and its runs in one statement (one snapshot).
-const taskWithRunsSQL = `SELECT ` + taskCols + `,
+// taskWithRunsSQL reads a task and its runs in one statement (one
+// snapshot); tasksWithRunsSQL reads several (an array of ids).
+const (
+	taskWithRunsSQL  = tasksWithRunsSelect + `WHERE id = $1`
+	tasksWithRunsSQL = tasksWithRunsSelect + `WHERE id = ANY ($1)`
+)
+
+const tasksWithRunsSelect = `SELECT ` + taskCols + `,
 	COALESCE((SELECT json_agg(json_build_object(
 		'id', r.id, 'task_id', r.task_id, 'worker_id', r.worker_id, 'worker_address', r.worker_address,
 		'attempt', r.attempt, 'status', r.status, 'start_time', r.start_time, 'end_time', r.end_time,
 		'lease_expires_at', r.lease_expires_at, 'deadline', r.deadline, 'stop_requested', r.stop_requested,
 		'message', r.message) ORDER BY r.id) FROM runs r WHERE r.task_id = tasks.id), '[]')
-	FROM tasks WHERE id = $1`
+	FROM tasks `
 
 // runJSON is one run as taskWithRunsSQL renders it.
 type runJSON struct {
