@@ -29,8 +29,7 @@ const (
 	updateAttempts     = 5  // read-modify-write tries of an edit racing the engine
 )
 
-// mountSchedules registers the schedule routes. They need a store that
-// implements store.ScheduleStore; with any other, they answer 503.
+// mountSchedules registers the schedule routes.
 //
 // A change made here reaches the engine (on the leader, maybe another node)
 // at its next poll of the store (schedule.DefaultPollInterval), or at once
@@ -47,15 +46,6 @@ func (a *API) mountSchedules(mux *http.ServeMux) {
 	mount(a, mux, "POST /api/schedules/{id}/trigger", bodyOptional, a.scheduleTrigger)
 	mount(a, mux, "GET /api/schedules/{id}/runs", bodyNone, a.scheduleRuns)
 	mount(a, mux, "GET /api/schedules/{id}/next", bodyNone, a.scheduleNext)
-}
-
-// schedules returns the store's schedule side, or 503.
-func (a *API) schedules() (store.ScheduleStore, error) {
-	ss, ok := a.store.(store.ScheduleStore)
-	if !ok {
-		return nil, rota.Errorf(rota.CodeUnavailable, "schedules are not supported by this server's store")
-	}
-	return ss, nil
 }
 
 // --- bodies ----------------------------------------------------------------
@@ -398,17 +388,13 @@ type scheduleIDResponse struct {
 //
 // POST /api/schedules
 func (a *API) scheduleCreate(ctx context.Context, req *createRequest) (*scheduleIDResponse, error) {
-	ss, err := a.schedules()
-	if err != nil {
-		return nil, err
-	}
 	now := a.now()
 	s := req.sched
 	s.ID = a.disp.NewID()
 	if err := schedule.Arm(&s, nil, now); err != nil {
 		return nil, armError(err)
 	}
-	got, err := ss.ScheduleInsert(ctx, store.ScheduleInsertParams{Schedule: s, Now: now})
+	got, err := a.store.ScheduleInsert(ctx, store.ScheduleInsertParams{Schedule: s, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("create schedule: %w", err)
 	}
@@ -456,11 +442,7 @@ type scheduleListResponse struct {
 //
 // GET /api/schedules?limit=&cursor=
 func (a *API) scheduleList(ctx context.Context, req *scheduleListRequest) (*scheduleListResponse, error) {
-	ss, err := a.schedules()
-	if err != nil {
-		return nil, err
-	}
-	res, err := ss.ScheduleList(ctx, req.params)
+	res, err := a.store.ScheduleList(ctx, req.params)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
@@ -485,14 +467,14 @@ func (s *scheduleRef) readRequest(r *http.Request) error {
 }
 
 // lookup finds the schedule ref names: an id, else a name.
-func (a *API) lookup(ctx context.Context, ss store.ScheduleStore, ref string) (*rota.Schedule, error) {
+func (a *API) lookup(ctx context.Context, ref string) (*rota.Schedule, error) {
 	if rota.ValidID(ref) {
-		s, err := ss.ScheduleGet(ctx, ref)
+		s, err := a.store.ScheduleGet(ctx, ref)
 		if err == nil || !errors.Is(err, rota.ErrNotFound) {
 			return s, err
 		}
 	}
-	s, err := ss.ScheduleGetByName(ctx, ref)
+	s, err := a.store.ScheduleGetByName(ctx, ref)
 	if errors.Is(err, rota.ErrNotFound) {
 		return nil, rota.Errorf(rota.CodeNotFound, "no schedule with id or name %s", shortQuote(ref))
 	}
@@ -503,11 +485,7 @@ func (a *API) lookup(ctx context.Context, ss store.ScheduleStore, ref string) (*
 //
 // GET /api/schedules/{id} (id or name)
 func (a *API) scheduleGet(ctx context.Context, req *scheduleRef) (*scheduleJSON, error) {
-	ss, err := a.schedules()
-	if err != nil {
-		return nil, err
-	}
-	s, err := a.lookup(ctx, ss, req.ref)
+	s, err := a.lookup(ctx, req.ref)
 	if err != nil {
 		return nil, fmt.Errorf("get schedule: %w", err)
 	}
@@ -517,12 +495,8 @@ func (a *API) scheduleGet(ctx context.Context, req *scheduleRef) (*scheduleJSON,
 // edit reads the schedule, applies mod, re-arms it and stores it,
 // retrying when the engine changed it meanwhile.
 func (a *API) edit(ctx context.Context, ref string, mod func(s *rota.Schedule) error) (*rota.Schedule, error) {
-	ss, err := a.schedules()
-	if err != nil {
-		return nil, err
-	}
 	for try := 1; ; try++ {
-		prev, err := a.lookup(ctx, ss, ref)
+		prev, err := a.lookup(ctx, ref)
 		if err != nil {
 			return nil, err
 		}
@@ -534,7 +508,7 @@ func (a *API) edit(ctx context.Context, ref string, mod func(s *rota.Schedule) e
 		if err := schedule.Arm(&s, prev, now); err != nil {
 			return nil, armError(err)
 		}
-		got, err := ss.ScheduleUpdate(ctx, store.ScheduleUpdateParams{Schedule: s, Now: now})
+		got, err := a.store.ScheduleUpdate(ctx, store.ScheduleUpdateParams{Schedule: s, Now: now})
 		if err == nil {
 			return got, nil
 		}
@@ -543,7 +517,7 @@ func (a *API) edit(ctx context.Context, ref string, mod func(s *rota.Schedule) e
 		}
 		// A stale version (the engine fired meanwhile): read it again. A
 		// taken name is a conflict for the client.
-		if other, lerr := ss.ScheduleGetByName(ctx, s.Name); lerr == nil && other.ID != s.ID {
+		if other, lerr := a.store.ScheduleGetByName(ctx, s.Name); lerr == nil && other.ID != s.ID {
 			return nil, err
 		}
 	}
@@ -572,15 +546,11 @@ func (a *API) scheduleUpdate(ctx context.Context, req *updateScheduleRequest) (*
 //
 // DELETE /api/schedules/{id}
 func (a *API) scheduleDelete(ctx context.Context, req *scheduleRef) (*scheduleIDResponse, error) {
-	ss, err := a.schedules()
-	if err != nil {
-		return nil, err
-	}
-	s, err := a.lookup(ctx, ss, req.ref)
+	s, err := a.lookup(ctx, req.ref)
 	if err != nil {
 		return nil, fmt.Errorf("delete schedule: %w", err)
 	}
-	if err := ss.ScheduleDelete(ctx, store.ScheduleDeleteParams{ID: s.ID, Now: a.now()}); err != nil {
+	if err := a.store.ScheduleDelete(ctx, store.ScheduleDeleteParams{ID: s.ID, Now: a.now()}); err != nil {
 		return nil, fmt.Errorf("delete schedule: %w", err)
 	}
 	return &scheduleIDResponse{ScheduleID: s.ID}, nil
@@ -620,15 +590,11 @@ type triggerResponse struct {
 //
 // POST /api/schedules/{id}/trigger
 func (a *API) scheduleTrigger(ctx context.Context, req *scheduleRef) (*triggerResponse, error) {
-	ss, err := a.schedules()
-	if err != nil {
-		return nil, err
-	}
-	s, err := a.lookup(ctx, ss, req.ref)
+	s, err := a.lookup(ctx, req.ref)
 	if err != nil {
 		return nil, fmt.Errorf("trigger schedule: %w", err)
 	}
-	r, err := ss.ScheduleTrigger(ctx, store.ScheduleTriggerParams{ID: s.ID, TaskID: a.disp.NewID(), Now: a.now()})
+	r, err := a.store.ScheduleTrigger(ctx, store.ScheduleTriggerParams{ID: s.ID, TaskID: a.disp.NewID(), Now: a.now()})
 	if err != nil {
 		return nil, fmt.Errorf("trigger schedule: %w", err)
 	}
@@ -684,17 +650,13 @@ type scheduleRunsResponse struct {
 //
 // GET /api/schedules/{id}/runs?status=&limit=&cursor=
 func (a *API) scheduleRuns(ctx context.Context, req *scheduleRunsRequest) (*scheduleRunsResponse, error) {
-	ss, err := a.schedules()
-	if err != nil {
-		return nil, err
-	}
-	s, err := a.lookup(ctx, ss, req.ref)
+	s, err := a.lookup(ctx, req.ref)
 	if err != nil {
 		return nil, fmt.Errorf("schedule runs: %w", err)
 	}
 	p := req.params
 	p.ScheduleID = s.ID
-	res, err := ss.ScheduleRuns(ctx, p)
+	res, err := a.store.ScheduleRuns(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("schedule runs: %w", err)
 	}
@@ -772,11 +734,7 @@ func (a *API) scheduleNext(ctx context.Context, req *nextRequest) (*fireTimesRes
 	if err != nil {
 		return nil, err
 	}
-	ss, err := a.schedules()
-	if err != nil {
-		return nil, err
-	}
-	s, err := a.lookup(ctx, ss, req.ref)
+	s, err := a.lookup(ctx, req.ref)
 	if err != nil {
 		return nil, fmt.Errorf("schedule next: %w", err)
 	}

@@ -5,13 +5,11 @@ import (
 	"errors"
 
 	"github.com/rotahq/rota/internal/schedule"
-	"github.com/rotahq/rota/internal/store"
 )
 
 // scheduling holds the schedule engine (it fires on the leader only) and
 // Rota's HTTP executor (it runs the runs of schedules with a target, on
-// every node). It is nil when the store does not implement
-// store.ScheduleStore; its methods are safe on nil.
+// every node). Its methods are safe on nil.
 type scheduling struct {
 	engine *schedule.Engine
 	exec   *schedule.HTTPExecutor
@@ -20,22 +18,16 @@ type scheduling struct {
 // initSchedules creates the engine and the executor over the server's
 // store and dispatcher, with the server's clock, logger and schedule
 // metrics, and hooks the engine to leadership changes. Call it from
-// compose once s.member is set; it returns nil (and no error) when the
-// store has no schedule support.
+// compose once s.member is set.
 func (s *Server) initSchedules() (*scheduling, error) {
-	ss, ok := s.store.(store.ScheduleStore)
-	if !ok {
-		s.cfg.Logger.Warn("schedules disabled: the store does not support them", "store", s.describeStore())
-		return nil, nil
-	}
 	eng, err := schedule.NewEngine(schedule.EngineConfig{
-		Store: ss, Dispatcher: s.disp, Clock: s.cfg.Clock, Logger: s.cfg.Logger, Metrics: s.sched,
+		Store: s.store, Dispatcher: s.disp, Clock: s.cfg.Clock, Logger: s.cfg.Logger, Metrics: s.sched,
 	})
 	if err != nil {
 		return nil, err
 	}
 	exec, err := schedule.NewHTTPExecutor(schedule.HTTPExecutorConfig{
-		Schedules: ss, Tasks: s.store, Dispatcher: s.disp, Clock: s.cfg.Clock, Logger: s.cfg.Logger, Metrics: s.sched,
+		Schedules: s.store, Tasks: s.store, Dispatcher: s.disp, Clock: s.cfg.Clock, Logger: s.cfg.Logger, Metrics: s.sched,
 	})
 	if err != nil {
 		return nil, err

@@ -23,6 +23,9 @@ import (
 
 // Store is the storage seam. Implementations must be safe for concurrent use.
 type Store interface {
+	// Schedules: see ScheduleStore.
+	ScheduleStore
+
 	// TaskInsert stores a new task in SCHEDULED with RunAt = params.RunAt.
 	// When params.Key is set and an unfinished task (not terminal) of the same
 	// kind and key exists, nothing is inserted and that task is returned with
@@ -394,9 +397,9 @@ type ExpiredError struct {
 func (e *ExpiredError) Error() string { return e.Err.Error() }
 func (e *ExpiredError) Unwrap() error { return e.Err }
 
-// ScheduleStore stores schedules and fires them (seed 003, 004). It is a
-// separate interface while backends implement it one by one; a server gets
-// it with st.(store.ScheduleStore).
+// ScheduleStore stores schedules and fires them (seed 003, 004). It is part
+// of Store (every backend implements it); it stays a separate interface so
+// that the schedule engine and the HTTP executor ask only for what they use.
 //
 // A schedule's runs are ordinary tasks (ScheduleID, FireTime set) plus three
 // schedule columns: the schedule attempt, the skip reason of SKIPPED runs

@@ -15,9 +15,12 @@ import (
 //     SUCCESS runs, its holders the workers of both;
 //   - a terminal task is done and has an end time; an unfinished one is
 //     not done;
-//   - a task is available exactly when it is unfinished, not stopped and
-//     has room for a run;
-//   - a RUNNING task has running runs.
+//   - a task is available exactly when it is unfinished, not stopped, not
+//     held (a schedule's queued run) and has room for a run;
+//   - a RUNNING task has running runs;
+//   - an unfinished held task is a SCHEDULED run of a schedule; a SKIPPED
+//     task is a run of a schedule with a skip reason;
+//   - no schedule has a revision past the store's.
 //
 // It reads the whole tasks table: a tool for tests and crash checks, not
 // for a busy production database.
@@ -35,8 +38,14 @@ func (s *Store) Check(ctx context.Context) error {
 				WHERE r.task_id = t.id AND r.status IN ('RUNNING', 'SUCCESS') ORDER BY 1) LIMIT 5`},
 		{"terminal task without end time", `SELECT id FROM tasks WHERE done AND end_time = 0 LIMIT 5`},
 		{"task available when it should not be, or the reverse", `SELECT id FROM tasks
-			WHERE avail <> (NOT done AND NOT stop_requested AND running + successes < workers) LIMIT 5`},
+			WHERE avail <> (NOT done AND NOT stop_requested AND NOT held AND running + successes < workers) LIMIT 5`},
 		{"RUNNING task without running runs", `SELECT id FROM tasks WHERE status = 'RUNNING' AND running = 0 LIMIT 5`},
+		{"held task that is not a waiting run of a schedule", `SELECT id FROM tasks
+			WHERE held AND NOT done AND (status <> 'SCHEDULED' OR schedule_id = '') LIMIT 5`},
+		{"SKIPPED task without schedule or reason", `SELECT id FROM tasks
+			WHERE status = 'SKIPPED' AND (schedule_id = '' OR skip_reason = '') LIMIT 5`},
+		{"schedule revision past the store's", `SELECT id FROM schedules
+			WHERE rev > (SELECT rev FROM schedule_rev WHERE id = 1) LIMIT 5`},
 	}
 	var errs []error
 	for _, c := range checks {

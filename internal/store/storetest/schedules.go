@@ -13,8 +13,7 @@ import (
 )
 
 // RunSchedules runs the conformance suite of store.ScheduleStore against
-// fresh stores made by newStore (as for Run); each store must implement
-// store.ScheduleStore.
+// fresh stores made by newStore (as for Run).
 func RunSchedules(t *testing.T, newStore func(tb testing.TB) store.Store) {
 	areas := []struct {
 		name string
@@ -33,7 +32,7 @@ func RunSchedules(t *testing.T, newStore func(tb testing.TB) store.Store) {
 	}
 }
 
-// schedFixture is a Fixture whose store is a ScheduleStore.
+// schedFixture is a Fixture with its store's schedule side at hand.
 type schedFixture struct {
 	*Fixture
 	ss store.ScheduleStore
@@ -44,11 +43,7 @@ func parallelSched(t *testing.T, ns newStoreFunc, name string, fn func(t *testin
 	t.Run(name, func(t *testing.T) {
 		t.Parallel()
 		st := ns(t)
-		ss, ok := st.(store.ScheduleStore)
-		if !ok {
-			t.Fatalf("%T does not implement store.ScheduleStore", st)
-		}
-		fn(t, &schedFixture{Fixture: NewFixture(t, st), ss: ss})
+		fn(t, &schedFixture{Fixture: NewFixture(t, st), ss: st})
 	})
 }
 
