@@ -91,6 +91,10 @@ type Config struct {
 	BodyReadTimeout time.Duration
 	// NodeID and Version identify this server in /api/healthz; optional.
 	NodeID, Version string
+	// ScheduleChanged, when set, is told the id of every schedule created,
+	// edited, paused, resumed, triggered or deleted here (the schedule
+	// engine reloads it at once instead of at its next poll).
+	ScheduleChanged func(id string)
 }
 
 // API is the HTTP API. It is safe for concurrent use; create it with New.
@@ -104,6 +108,7 @@ type API struct {
 	maxBody      int64
 	maxBatchBody int64
 	bodyTimeout  time.Duration
+	schedChanged func(id string)
 	nodeID       string
 	version      string
 	handler      http.Handler
@@ -124,6 +129,8 @@ func New(cfg Config) (*API, error) {
 		now:     cfg.Dispatcher.Now,
 		nodeID:  cfg.NodeID,
 		version: cfg.Version,
+
+		schedChanged: cfg.ScheduleChanged,
 	}
 	if a.log == nil {
 		a.log = slog.Default()

@@ -39,6 +39,8 @@ type setupOptions struct {
 	maxPayload  int64
 	follower    bool // do not make the dispatcher leader: no lease reaper
 	bodyTimeout time.Duration
+	// scheduleChanged is Config.ScheduleChanged.
+	scheduleChanged func(id string)
 }
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
@@ -88,7 +90,8 @@ func setup(t testing.TB, opts ...func(*setupOptions)) *testEnv {
 	if err := d.Start(ctx); err != nil {
 		t.Fatalf("dispatcher start: %v", err)
 	}
-	a, err := New(Config{Store: s, Dispatcher: d, Logger: logger, MaxPayload: o.maxPayload, BodyReadTimeout: o.bodyTimeout, NodeID: "node-1", Version: "test"})
+	a, err := New(Config{Store: s, Dispatcher: d, Logger: logger, MaxPayload: o.maxPayload, BodyReadTimeout: o.bodyTimeout, NodeID: "node-1", Version: "test",
+		ScheduleChanged: o.scheduleChanged})
 	if err != nil {
 		t.Fatalf("httpapi.New: %v", err)
 	}

@@ -31,9 +31,11 @@ const (
 
 // mountSchedules registers the schedule routes.
 //
-// A change made here reaches the engine (on the leader, maybe another node)
-// at its next poll of the store (schedule.DefaultPollInterval), or at once
-// when the store's Version moved under a fire it was about to make.
+// A change made here reaches this node's engine at once (Config.
+// ScheduleChanged); the engine of another node (the leader may be another
+// node) sees it at its next poll of the store (schedule.DefaultPollInterval),
+// or at once when the store's Version moved under a fire it was about to
+// make.
 func (a *API) mountSchedules(mux *http.ServeMux) {
 	mount(a, mux, "POST /api/schedules", bodyRequired, a.scheduleCreate)
 	mount(a, mux, "GET /api/schedules", bodyNone, a.scheduleList)
@@ -46,6 +48,13 @@ func (a *API) mountSchedules(mux *http.ServeMux) {
 	mount(a, mux, "POST /api/schedules/{id}/trigger", bodyOptional, a.scheduleTrigger)
 	mount(a, mux, "GET /api/schedules/{id}/runs", bodyNone, a.scheduleRuns)
 	mount(a, mux, "GET /api/schedules/{id}/next", bodyNone, a.scheduleNext)
+}
+
+// changed tells the engine of this node that schedule id changed.
+func (a *API) changed(id string) {
+	if a.schedChanged != nil {
+		a.schedChanged(id)
+	}
 }
 
 // --- bodies ----------------------------------------------------------------
@@ -398,6 +407,7 @@ func (a *API) scheduleCreate(ctx context.Context, req *createRequest) (*schedule
 	if err != nil {
 		return nil, fmt.Errorf("create schedule: %w", err)
 	}
+	a.changed(got.ID)
 	return &scheduleIDResponse{ScheduleID: got.ID}, nil
 }
 
@@ -538,6 +548,7 @@ func (a *API) scheduleUpdate(ctx context.Context, req *updateScheduleRequest) (*
 	if err != nil {
 		return nil, fmt.Errorf("update schedule: %w", err)
 	}
+	a.changed(s.ID)
 	return toScheduleJSON(s), nil
 }
 
@@ -553,6 +564,7 @@ func (a *API) scheduleDelete(ctx context.Context, req *scheduleRef) (*scheduleID
 	if err := a.store.ScheduleDelete(ctx, store.ScheduleDeleteParams{ID: s.ID, Now: a.now()}); err != nil {
 		return nil, fmt.Errorf("delete schedule: %w", err)
 	}
+	a.changed(s.ID)
 	return &scheduleIDResponse{ScheduleID: s.ID}, nil
 }
 
@@ -564,6 +576,7 @@ func (a *API) schedulePause(ctx context.Context, req *scheduleRef) (*scheduleJSO
 	if err != nil {
 		return nil, fmt.Errorf("pause schedule: %w", err)
 	}
+	a.changed(s.ID)
 	return toScheduleJSON(s), nil
 }
 
@@ -576,6 +589,7 @@ func (a *API) scheduleResume(ctx context.Context, req *scheduleRef) (*scheduleJS
 	if err != nil {
 		return nil, fmt.Errorf("resume schedule: %w", err)
 	}
+	a.changed(s.ID)
 	return toScheduleJSON(s), nil
 }
 
@@ -603,6 +617,7 @@ func (a *API) scheduleTrigger(ctx context.Context, req *scheduleRef) (*triggerRe
 		n = -1
 	}
 	a.disp.Notify(s.Kind, n)
+	a.changed(s.ID)
 	return &triggerResponse{TaskID: r.TaskID, FireTime: unix(r.FireTime)}, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,9 +16,9 @@ import (
 
 // setupSchedules is setup with the schedule routes served (whether or not
 // routes() mounts them yet).
-func setupSchedules(t *testing.T) *testEnv {
+func setupSchedules(t *testing.T, opts ...func(*setupOptions)) *testEnv {
 	t.Helper()
-	e := setup(t)
+	e := setup(t, opts...)
 	mux := http.NewServeMux()
 	e.api.mountSchedules(mux)
 	srv := httptest.NewServer(e.api.logRequests(e.api.recoverPanics(mux)))
@@ -181,6 +183,32 @@ func TestSchedulePatchPauseResumeDelete(t *testing.T) {
 		t.Fatalf("deleted %s", del.ScheduleID)
 	}
 	wantErr(t, e.do("GET", "/api/schedules/"+id, nil), rota.CodeNotFound)
+}
+
+// TestScheduleChangesReachTheEngine checks that every change through the
+// API tells this node's engine which schedule changed (so that it reloads
+// it at once), and that reads and refused changes do not.
+func TestScheduleChangesReachTheEngine(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var told []string
+	e := setupSchedules(t, func(o *setupOptions) {
+		o.scheduleChanged = func(id string) { mu.Lock(); told = append(told, id); mu.Unlock() }
+	})
+	id := e.createSchedule(map[string]any{"name": "a", "kind": "k", "task": 1, "cron_expr": "*/5 * * * * *"})
+	e.ok("PATCH", "/api/schedules/"+id, map[string]any{"cron_expr": "0 0 * * * *"}, nil)
+	e.ok("POST", "/api/schedules/a/pause", nil, nil)
+	e.ok("POST", "/api/schedules/a/resume", nil, nil)
+	e.ok("POST", "/api/schedules/a/trigger", nil, nil)
+	e.ok("GET", "/api/schedules/a", nil, nil)
+	wantErr(t, e.do("PATCH", "/api/schedules/a", map[string]any{"cron_expr": "nope"}), rota.CodeInvalid)
+	e.ok("DELETE", "/api/schedules/a", nil, nil)
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{id, id, id, id, id, id} // create, patch, pause, resume, trigger, delete
+	if !slices.Equal(told, want) {
+		t.Fatalf("engine told %v, want %v", told, want)
+	}
 }
 
 func TestScheduleTriggerRunsNext(t *testing.T) {

@@ -157,9 +157,12 @@ func compose(cfg Config, st store.Store) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var schedChanged func(id string) // the engine's, set below
 	api, err := httpapi.New(httpapi.Config{
 		Store: st, Dispatcher: disp, Clock: cfg.Clock, Logger: cfg.Logger,
 		MaxPayload: cfg.MaxPayload, Version: Version, NodeID: cfg.NodeID,
+		// The engine exists once compose returns, before any request.
+		ScheduleChanged: func(id string) { schedChanged(id) },
 	})
 	if err != nil {
 		return nil, err
@@ -210,6 +213,7 @@ func compose(cfg Config, st store.Store) (*Server, error) {
 	if s.schedules, err = s.initSchedules(); err != nil {
 		return nil, err
 	}
+	schedChanged = s.schedules.engine.Changed
 	return s, nil
 }
 
