@@ -22,6 +22,10 @@
 // result is needed, BEGIN with the first batch and COMMIT with the last. A
 // heartbeat or a report is two round trips (lock and read; write and
 // commit), a claim of one kind two as well, an insert of unkeyed tasks one.
+// Reports are committed in groups (complete.go): the reports that arrive
+// while one group commits go together in the next, settled in one
+// transaction of two round trips and a few set-based statements, so that
+// under load a node pays one WAL flush for many reports.
 // Once the work of a transaction is done its commit is not cancelled with
 // the caller's context, so a caller is never told that a committed change
 // failed. Deadlocks and serialization failures are retried (the locking
