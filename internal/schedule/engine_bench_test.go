@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -12,11 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/clock"
 	"github.com/rotahq/rota/internal/dispatch"
 	"github.com/rotahq/rota/internal/schedule"
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/pgstore"
 	"github.com/rotahq/rota/internal/store/sqlitestore"
 )
 
@@ -59,7 +63,7 @@ func cpuTime() time.Duration {
 }
 
 // BenchmarkEngine10k fires 10,000 schedules on the real clock over a real
-// SQLite file (full durability) for 5 seconds per iteration (run it with
+// SQLite file (full durability) and over PostgreSQL for 5 seconds per iteration (run it with
 // -benchtime=1x) and reports the fire lateness — from the fire time to the
 // moment the run is claimable in the store — at p50, p99 and max, the runs
 // fired per second, the share of the runs decided ahead of their fire time
@@ -70,20 +74,62 @@ func BenchmarkEngine10k(b *testing.B) {
 		{1000, 9000}, // most schedules every minute, spread over the seconds
 		{5000, 5000}, // half and half
 	}
-	for _, mix := range mixes {
-		b.Run(fmt.Sprintf("every-second=%d/every-minute=%d", mix.perSecond, mix.perMinute), func(b *testing.B) {
-			benchEngine(b, mix.perSecond, mix.perMinute, 5*time.Second)
-		})
+	stores := []struct {
+		name string
+		open func(b *testing.B) store.Store
+	}{
+		{"sqlite", openSQLite},
+		{"postgres", openPostgres},
+	}
+	for _, st := range stores {
+		for _, mix := range mixes {
+			b.Run(fmt.Sprintf("store=%s/every-second=%d/every-minute=%d", st.name, mix.perSecond, mix.perMinute), func(b *testing.B) {
+				benchEngine(b, st.open(b), mix.perSecond, mix.perMinute, 5*time.Second)
+			})
+		}
 	}
 }
 
-func benchEngine(b *testing.B, perSecond, perMinute int, dur time.Duration) {
-	ctx := context.Background()
-	st, err := sqlitestore.New(ctx, sqlitestore.Config{Path: filepath.Join(b.TempDir(), "rota.db")})
+// openSQLite opens a store in a fresh file, with full durability.
+func openSQLite(b *testing.B) store.Store {
+	st, err := sqlitestore.New(context.Background(), sqlitestore.Config{Path: filepath.Join(b.TempDir(), "rota.db")})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer st.Close()
+	b.Cleanup(func() { st.Close() })
+	return st
+}
+
+// openPostgres opens a store in a fresh schema of ROTA_TEST_POSTGRES
+// (default: the local server), dropped afterwards.
+func openPostgres(b *testing.B) store.Store {
+	url := os.Getenv("ROTA_TEST_POSTGRES")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx := context.Background()
+	schema := fmt.Sprintf("rota_bench_%d", time.Now().UnixNano())
+	st, err := pgstore.New(ctx, pgstore.Config{URL: url, Schema: schema, NodeID: "bench"})
+	if err != nil {
+		b.Fatalf("PostgreSQL at ROTA_TEST_POSTGRES (default local): %v", err)
+	}
+	b.Cleanup(func() {
+		st.Close()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			b.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+			b.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return st
+}
+
+func benchEngine(b *testing.B, st store.Store, perSecond, perMinute int, dur time.Duration) {
+	ctx := context.Background()
 	ls := &latencyStore{ScheduleStore: st}
 	ids := &rota.IDGenerator{}
 	// The schedules start firing after the set-up (inserting them takes a
