@@ -35,7 +35,12 @@ const (
 
 // Subscribe implements store.Store. It LISTENs on a connection of its own
 // (not from the pool) on the schema's channel and calls fn, from the
-// calling goroutine, for every notification, whichever node sent it. When
+// calling goroutine, for every notification of the other nodes, and for
+// those of this node (Config.NodeID) that its callers cannot know of
+// (txn.notifySelf): a node's dispatcher wakes its own waiters when it
+// submits or completes, and an echo of those would only send them claiming
+// again for nothing (an empty claim transaction, with the kind's lock, per
+// echo). A store without a NodeID hears everything. When
 // the connection drops it reconnects with backoff; as notifications sent
 // meanwhile are lost, it then calls fn once per known kind with a zero
 // RunAt, so that receivers look again. It returns nil when ctx ends or the
@@ -117,7 +122,8 @@ func (s *Store) listen(ctx context.Context, fn func(store.Notification), resync 
 		case err != nil:
 			return true, fmt.Errorf("wait for notification: %w", err)
 		}
-		if note, _, ok := decodePayload(n.Payload); ok {
+		note, from, ok := decodePayload(n.Payload)
+		if ok && (from == "" || from != s.cfg.NodeID || s.cfg.NodeID == "") {
 			fn(note)
 		}
 	}
@@ -134,12 +140,15 @@ type notes map[string]kindNote
 type kindNote struct {
 	now  bool
 	next int64 // unix ms; 0 = none
+	// self: the sending node hears it too (see txn.notifySelf).
+	self bool
 }
 
 // add records that tasks of kind are claimable from runAt on; an instant
 // not after now means now.
-func (ns notes) add(kind string, runAt, now int64) {
+func (ns notes) add(kind string, runAt, now int64, self bool) {
 	n := ns[kind]
+	n.self = n.self || self
 	if runAt <= now {
 		n.now = true
 	} else if n.next == 0 || runAt < n.next {
@@ -152,10 +161,10 @@ func (ns notes) add(kind string, runAt, now int64) {
 func (ns notes) merge(o notes) {
 	for kind, n := range o {
 		if n.now {
-			ns.add(kind, 0, 0)
+			ns.add(kind, 0, 0, n.self)
 		}
 		if n.next != 0 {
-			ns.add(kind, n.next, 0)
+			ns.add(kind, n.next, 0, n.self)
 		}
 	}
 }
@@ -169,11 +178,15 @@ func (ns notes) payloads(node string) []string {
 	sort.Strings(kinds)
 	var out []string
 	for _, k := range kinds {
+		from := node
+		if ns[k].self {
+			from = "" // anonymous: every node hears it, the sender too
+		}
 		if ns[k].now {
-			out = append(out, encodePayload(k, 0, node))
+			out = append(out, encodePayload(k, 0, from))
 		}
 		if ns[k].next != 0 {
-			out = append(out, encodePayload(k, ns[k].next, node))
+			out = append(out, encodePayload(k, ns[k].next, from))
 		}
 	}
 	return out

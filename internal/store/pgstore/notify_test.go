@@ -230,3 +230,44 @@ func TestSubscribeReconnects(t *testing.T) {
 		t.Fatal("no notification after the reconnection")
 	}
 }
+
+// TestSubscribeSkipsOwnEcho checks that a node does not hear its own
+// inserts (its dispatcher woke its waiters already) but hears the other
+// nodes' and its own retries (a change its dispatcher cannot know of in
+// general: see txn.notifySelf).
+func TestSubscribeSkipsOwnEcho(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	a := openSchema(t, schema, "node-a")
+	b := openSchema(t, schema, "node-b")
+	notes := subscribe(t, a)
+	fb := storetest.NewFixture(t, b)
+	warmUp(t, fb, notes)
+	fa := storetest.NewFixture(t, a)
+
+	fa.InsertNew("own", fa.At(0))
+	fb.InsertNew("theirs", fb.At(0)) // sent after a's insert: heard after it
+	if _, ok := waitFor(notes, "theirs", 2*time.Second); !ok {
+		t.Fatal("no notification of the other node's insert")
+	}
+	for {
+		select {
+		case n := <-notes:
+			if n.Kind == "own" {
+				t.Fatal("node-a heard its own insert")
+			}
+			continue
+		default:
+		}
+		break
+	}
+	c := fa.ClaimOne("w1", fa.At(time.Second), "own")
+	fa.Fail("w1", c.RunID, fa.At(2*time.Second), func(int) time.Duration { return 5 * time.Second })
+	n, ok := waitFor(notes, "own", 2*time.Second)
+	if !ok {
+		t.Fatal("node-a did not hear its own retry")
+	}
+	if !n.RunAt.Equal(fa.At(7 * time.Second)) {
+		t.Fatalf("retry notification RunAt %v, want %v", n.RunAt, fa.At(7*time.Second))
+	}
+}

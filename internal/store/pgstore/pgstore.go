@@ -88,7 +88,8 @@
 // runAtMs is 0 when tasks are claimable now, else the earliest instant
 // some become claimable (a kind may get one of each); nodeID is
 // Config.NodeID of the sender. Subscribe LISTENs on a dedicated connection
-// and delivers every notification, including this node's own.
+// and delivers the notifications of the other nodes, and of this one only
+// those its dispatcher cannot know of (txn.notifySelf).
 package pgstore
 
 import (
@@ -134,7 +135,9 @@ type Config struct {
 	// own.
 	MaxConns int
 	// NodeID names this node in the notifications it sends (see the package
-	// doc), so that receivers can tell them apart.
+	// doc), so that receivers can tell them apart; Subscribe does not
+	// deliver this node's own, except those of changes its callers cannot
+	// know of (see Subscribe).
 	NodeID string
 	// Logger receives what the store cannot return: the reconnections of
 	// Subscribe. Nil discards.
@@ -368,7 +371,18 @@ func (t *txn) notify(kind string, runAt, now int64) {
 	if t.notes == nil {
 		t.notes = make(notes)
 	}
-	t.notes.add(kind, runAt, now)
+	t.notes.add(kind, runAt, now, false)
+}
+
+// notifySelf is notify for a change that this node's own dispatcher does
+// not see from the call's result (a run that ended freed a place under its
+// kind's MaxRunning cap; a settled task is claimable again): its
+// notification reaches this node's Subscribe too.
+func (t *txn) notifySelf(kind string, runAt, now int64) {
+	if t.notes == nil {
+		t.notes = make(notes)
+	}
+	t.notes.add(kind, runAt, now, true)
 }
 
 // keepError marks an error whose transaction must still commit (a stale

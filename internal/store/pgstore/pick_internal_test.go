@@ -181,16 +181,17 @@ func TestChannelName(t *testing.T) {
 func TestNotesMerge(t *testing.T) {
 	t.Parallel()
 	a := notes{}
-	a.add("k", 100, 200)  // due: now
-	a.add("k", 5000, 200) // later
-	a.add("k", 3000, 200) // earlier later
-	a.add("j", 9000, 200)
+	a.add("k", 100, 200, false)  // due: now
+	a.add("k", 5000, 200, false) // later
+	a.add("k", 3000, 200, false) // earlier later
+	a.add("j", 9000, 200, false)
 	b := notes{}
-	b.add("j", 7000, 100)
-	b.add("i", 50, 100)
+	b.add("j", 7000, 100, false)
+	b.add("i", 50, 100, false)
+	b.add("h", 50, 100, true) // the sender hears it too: anonymous
 	a.merge(b)
 	got := a.payloads("n1")
-	want := []string{"i|0|n1", "j|7000|n1", "k|0|n1", "k|3000|n1"}
+	want := []string{"h|0|", "i|0|n1", "j|7000|n1", "k|0|n1", "k|3000|n1"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("payloads = %q, want %q", got, want)
 	}

@@ -227,7 +227,7 @@ func settle(tx *txn, t *taskRow, r *runRow, out outcome, p settleParams) {
 	}
 	now := p.now
 	if t.kindCap > 0 {
-		tx.notify(t.Kind, now, now)
+		tx.notifySelf(t.Kind, now, now)
 	}
 	// The run's worker no longer holds the task, unless it succeeded.
 	dropHolder := r.Status != rota.StatusSuccess
@@ -257,7 +257,7 @@ func settle(tx *txn, t *taskRow, r *runRow, out outcome, p settleParams) {
 	t.Status, t.RunAt, t.EndTime, t.Message, t.Result = st.Status, st.RunAt, st.EndTime, st.Message, st.Result
 	t.IsSucceed = st.Status == rota.StatusSuccess
 	if t.avail {
-		tx.notify(t.Kind, ms(st.RunAt), now)
+		tx.notifySelf(t.Kind, ms(st.RunAt), now)
 	}
 	if tx.group != nil {
 		if st.StopOthers {
