@@ -7,7 +7,10 @@
 // submit that lands between the look and the sleep is never missed. A
 // submit of n tasks wakes n waiters of that kind (not all of them: no
 // thundering herd); changes whose beneficiary is unknown (pinned tasks,
-// resumed kinds, expired leases) wake every waiter of the kind. A slow
+// resumed kinds, expired leases) wake every waiter of the kind. A claim
+// that takes only tasks pinned to its worker (ClaimRequest.PinnedOnly: the
+// HTTP executor) is never one of the n a submit of unpinned tasks wakes,
+// so it cannot swallow a wake-up meant for a worker. A slow
 // safety poll bounds the damage of a missed signal (e.g. a task written by
 // another node).
 package dispatch
@@ -83,8 +86,9 @@ type Dispatcher struct {
 }
 
 type waiter struct {
-	kinds []string
-	wake  chan struct{} // buffered 1
+	kinds      []string
+	pinnedOnly bool          // the claim takes only tasks pinned to its worker
+	wake       chan struct{} // buffered 1
 }
 
 // New returns a Dispatcher; Start must be called to run its timers.
@@ -187,7 +191,9 @@ func (d *Dispatcher) remote(n store.Notification) {
 		d.noteDue(n.Kind, n.RunAt)
 		return
 	}
-	d.Notify(n.Kind, remoteWake)
+	// The notification does not say whether the task is pinned: wake the
+	// pinned-only waiters too (there are few: the HTTP executors).
+	d.notify(n.Kind, remoteWake, true)
 }
 
 func (d *Dispatcher) isLeader() bool {
@@ -214,17 +220,26 @@ func (d *Dispatcher) Stop() {
 	d.wg.Wait()
 }
 
-// Notify wakes up to n waiters of kind (all of them when n < 0).
-func (d *Dispatcher) Notify(kind string, n int) {
+// Notify wakes up to n waiters of kind (all of them when n < 0). A count
+// n ≥ 0 stands for n unpinned tasks, which any worker may take: it wakes
+// only waiters that can take them, never a PinnedOnly claim. A change that
+// may concern pinned tasks must pass n < 0.
+func (d *Dispatcher) Notify(kind string, n int) { d.notify(kind, n, false) }
+
+// notify wakes up to n waiters of kind that may take unpinned tasks (all of
+// them when n < 0), and with pinned every PinnedOnly waiter as well.
+func (d *Dispatcher) notify(kind string, n int, pinned bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, w := range d.waiters[kind] {
-		if n == 0 {
-			return
+		if w.pinnedOnly && n >= 0 && !pinned || !w.pinnedOnly && n == 0 {
+			continue
 		}
 		select {
 		case w.wake <- struct{}{}:
-			n--
+			if !w.pinnedOnly && n > 0 {
+				n--
+			}
 		default: // already woken; it will look again anyway
 		}
 	}
@@ -238,8 +253,8 @@ func (d *Dispatcher) Waiting(kind string) int {
 	return len(d.waiters[kind])
 }
 
-func (d *Dispatcher) register(kinds []string) *waiter {
-	w := &waiter{kinds: kinds, wake: make(chan struct{}, 1)}
+func (d *Dispatcher) register(kinds []string, pinnedOnly bool) *waiter {
+	w := &waiter{kinds: kinds, pinnedOnly: pinnedOnly, wake: make(chan struct{}, 1)}
 	d.mu.Lock()
 	for _, k := range kinds {
 		d.waiters[k] = append(d.waiters[k], w)
@@ -271,6 +286,12 @@ type ClaimRequest struct {
 	Kinds    []string
 	Max      int
 	Wait     time.Duration // long-poll up to this long (capped at MaxWait)
+	// PinnedOnly claims only tasks pinned to WorkerID (see
+	// store.TaskClaimParams.PinnedOnly): Rota's HTTP executor claims so.
+	// Such a claim is woken by changes that may concern pinned tasks, not
+	// by the submission of unpinned ones, whose wake-ups go to the workers
+	// that can take them.
+	PinnedOnly bool
 }
 
 // Claim hands out up to r.Max tasks, waiting up to r.Wait for some to become
@@ -289,13 +310,13 @@ func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaim
 	end := c.Now().Add(wait)
 	var w *waiter
 	if wait > 0 {
-		w = d.register(r.Kinds)
+		w = d.register(r.Kinds, r.PinnedOnly)
 		defer d.unregister(w)
 	}
 	for {
 		res, err := d.cfg.Store.TaskClaim(ctx, store.TaskClaimParams{
 			WorkerID: r.WorkerID, WorkerAddress: r.Address, Kinds: r.Kinds, Max: r.Max,
-			Wait: wait, Now: c.Now(), NewRunID: d.newRunID,
+			Wait: wait, Now: c.Now(), NewRunID: d.newRunID, PinnedOnly: r.PinnedOnly,
 		})
 		if err != nil || len(res.Runs) > 0 || res.Drain || wait <= 0 {
 			d.emitClaimed(r.WorkerID, res.Runs)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -59,10 +60,17 @@ func (f *fixture) submit(kind string, runAt time.Time) *rota.Task {
 // it is waiting on the dispatcher.
 func (f *fixture) claimAsync(worker, kind string, wait time.Duration) <-chan store.TaskClaimResult {
 	f.t.Helper()
+	return f.claimAsyncReq(ClaimRequest{WorkerID: worker, Kinds: []string{kind}, Max: 1, Wait: wait})
+}
+
+// claimAsyncReq is claimAsync for any request of one kind.
+func (f *fixture) claimAsyncReq(r ClaimRequest) <-chan store.TaskClaimResult {
+	f.t.Helper()
+	kind := r.Kinds[0]
 	before := f.d.Waiting(kind)
 	out := make(chan store.TaskClaimResult, 1)
 	go func() {
-		res, err := f.d.Claim(context.Background(), ClaimRequest{WorkerID: worker, Kinds: []string{kind}, Max: 1, Wait: wait})
+		res, err := f.d.Claim(context.Background(), r)
 		if err != nil {
 			f.t.Error(err)
 		}
@@ -70,6 +78,30 @@ func (f *fixture) claimAsync(worker, kind string, wait time.Duration) <-chan sto
 	}()
 	f.eventually("claim waiting", func() bool { return f.d.Waiting(kind) > before })
 	return out
+}
+
+// submitPinned submits a task of kind, due now, pinned to workers.
+func (f *fixture) submitPinned(kind string, workers ...string) *rota.Task {
+	f.t.Helper()
+	now := f.clock.Now()
+	res, err := f.d.Submit(context.Background(), []store.TaskInsertParams{{
+		ID: f.ids.New(now), Kind: kind, Priority: rota.PriorityMid, Payload: json.RawMessage(`{}`),
+		RunAt: now, MaxRetries: 3, HeartbeatTimeoutSeconds: 30, Workers: 1, Now: now, WorkerIDs: workers,
+	}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return res[0].Task
+}
+
+// noResult fails the test if ch yields within a short while.
+func noResult(t *testing.T, what string, ch <-chan store.TaskClaimResult) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("%s returned: %+v", what, r)
+	case <-time.After(100 * time.Millisecond):
+	}
 }
 
 func (f *fixture) eventually(what string, cond func() bool) {
@@ -227,5 +259,72 @@ func TestStopReleasesWaitingClaims(t *testing.T) {
 	res, err := f.d.Claim(context.Background(), ClaimRequest{WorkerID: "w1", Kinds: []string{"k"}, Max: 1})
 	if err != nil || len(res.Runs) != 0 {
 		t.Fatalf("claim after Stop: %+v, %v; want nothing", res, err)
+	}
+}
+
+// A PinnedOnly claim (the HTTP executor's) is not woken by the submit of an
+// unpinned task, and does not use up its wake-up: the worker waiting after
+// it gets the task at once.
+func TestPinnedOnlyClaimLeavesUnpinnedWakeUps(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	pinnedOnly := f.claimAsyncReq(ClaimRequest{WorkerID: "exec", Kinds: []string{"k"}, Max: 1, Wait: 30 * time.Second, PinnedOnly: true})
+	worker := f.claimAsync("w1", "k", 30*time.Second)
+	task := f.submit("k", time.Time{})
+	// The fake clock never moves: only the submit's wake-up can return it.
+	if res := receive(t, worker); len(res.Runs) != 1 || res.Runs[0].TaskID != task.ID {
+		t.Fatalf("worker's claim = %+v, want task %s", res, task.ID)
+	}
+	noResult(t, "the PinnedOnly claim", pinnedOnly)
+
+	// A task pinned to it wakes it.
+	pinned := f.submitPinned("k", "exec")
+	if res := receive(t, pinnedOnly); len(res.Runs) != 1 || res.Runs[0].TaskID != pinned.ID {
+		t.Fatalf("PinnedOnly claim = %+v, want task %s", res, pinned.ID)
+	}
+}
+
+// A PinnedOnly claim never gets an unpinned task, even when it is the only
+// waiter and woken for all.
+func TestPinnedOnlyClaimSkipsUnpinned(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	task := f.submit("k", time.Time{})
+	pinnedOnly := f.claimAsyncReq(ClaimRequest{WorkerID: "exec", Kinds: []string{"k"}, Max: 1, Wait: 30 * time.Second, PinnedOnly: true})
+	f.d.Notify("k", -1)
+	noResult(t, "the PinnedOnly claim", pinnedOnly)
+	res, err := f.d.Claim(context.Background(), ClaimRequest{WorkerID: "exec", Kinds: []string{"k"}, Max: 1})
+	if err != nil || len(res.Runs) != 1 || res.Runs[0].TaskID != task.ID {
+		t.Fatalf("ordinary claim by the same worker = %+v, %v; want task %s", res, err, task.ID)
+	}
+}
+
+// A notification from another node may be about a pinned task: it wakes
+// the PinnedOnly claims of the kind as well as some ordinary ones.
+func TestRemoteNotificationWakesPinnedOnlyClaim(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	// More ordinary waiters than a notification wakes, ahead of it.
+	var workers []<-chan store.TaskClaimResult
+	for i := range remoteWake + 1 {
+		workers = append(workers, f.claimAsync(fmt.Sprintf("w%d", i), "k", 30*time.Second))
+	}
+	pinnedOnly := f.claimAsyncReq(ClaimRequest{WorkerID: "exec", Kinds: []string{"k"}, Max: 1, Wait: 30 * time.Second, PinnedOnly: true})
+	// Written by "another node": straight into the store, no local wake-up.
+	now := f.clock.Now()
+	res, err := f.st.TaskInsert(context.Background(), store.TaskInsertParams{
+		ID: f.ids.New(now), Kind: "k", Priority: rota.PriorityMid, Payload: json.RawMessage(`{}`),
+		RunAt: now, MaxRetries: 3, HeartbeatTimeoutSeconds: 30, Workers: 1, Now: now, WorkerIDs: []string{"exec"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noResult(t, "the PinnedOnly claim before the notification", pinnedOnly)
+	f.d.remote(store.Notification{Kind: "k"})
+	if got := receive(t, pinnedOnly); len(got.Runs) != 1 || got.Runs[0].TaskID != res.Task.ID {
+		t.Fatalf("PinnedOnly claim = %+v, want task %s", got, res.Task.ID)
+	}
+	for _, w := range workers {
+		noResult(t, "a worker's claim", w)
 	}
 }

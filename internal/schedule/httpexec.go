@@ -68,7 +68,9 @@ type HTTPExecutorConfig struct {
 // rota.HTTPWorkerID, to which those runs are pinned. It claims through the
 // dispatcher, heartbeats while the request is in flight and reports through
 // the dispatcher, so runs are leased, stopped and timed out exactly like
-// any worker's.
+// any worker's. It claims only the tasks pinned to it (PinnedOnly): a task
+// submitted by hand to the kind of a target schedule, unpinned, is left to
+// the kind's ordinary workers.
 //
 // Each request carries the run's payload as its body and the headers
 // Rota-Run-Id, Rota-Task-Id, Rota-Schedule-Id and Rota-Fire-Time (unix
@@ -217,7 +219,9 @@ func (x *HTTPExecutor) ClaimOnce(ctx context.Context, wait time.Duration) (int, 
 		}
 		break
 	}
-	res, err := x.cfg.Dispatcher.Claim(ctx, dispatch.ClaimRequest{WorkerID: rota.HTTPWorkerID, Kinds: kinds, Max: free, Wait: wait})
+	res, err := x.cfg.Dispatcher.Claim(ctx, dispatch.ClaimRequest{
+		WorkerID: rota.HTTPWorkerID, Kinds: kinds, Max: free, Wait: wait, PinnedOnly: true,
+	})
 	for range free - len(res.Runs) {
 		<-x.slots
 	}
@@ -251,6 +255,11 @@ func (x *HTTPExecutor) Execute(ctx context.Context, c rota.ClaimedRun) rota.Stat
 	if err == nil && task.ScheduleID != "" {
 		sched, err = x.cfg.Schedules.ScheduleGet(ctx, task.ScheduleID)
 	}
+	// Defensive: the executor claims only tasks pinned to it, but nothing
+	// stops a client from pinning a task to rota.HTTPWorkerID by hand, and
+	// a run's schedule may have been deleted or lost its target since.
+	// With no target to call, such a task fails with the reason rather
+	// than wait forever.
 	if err != nil || sched == nil || sched.Target == nil {
 		why := "it has no schedule with an HTTP target"
 		if err != nil {

@@ -30,7 +30,7 @@ func (e *env) executor() *schedule.HTTPExecutor {
 }
 
 // fireTarget creates a target schedule for url, fires it once and claims
-// the run as the HTTP executor.
+// the run as the HTTP executor does (PinnedOnly).
 func (e *env) fireTarget(url, method string, timeout int) (*rota.Schedule, rota.ClaimedRun) {
 	e.t.Helper()
 	s := e.add(func(s *rota.Schedule) {
@@ -40,7 +40,7 @@ func (e *env) fireTarget(url, method string, timeout int) (*rota.Schedule, rota.
 	})
 	e.step(sec(5))
 	e.claimNone("some-worker", "hook") // pinned to the executor
-	res, err := e.disp.Claim(e.ctx, dispatch.ClaimRequest{WorkerID: rota.HTTPWorkerID, Kinds: []string{"hook"}, Max: 1})
+	res, err := e.disp.Claim(e.ctx, dispatch.ClaimRequest{WorkerID: rota.HTTPWorkerID, Kinds: []string{"hook"}, Max: 1, PinnedOnly: true})
 	if err != nil || len(res.Runs) != 1 {
 		e.t.Fatalf("executor claim: %d runs, %v", len(res.Runs), err)
 	}
@@ -148,18 +148,20 @@ func TestHTTPExecutorStopCancelsRequest(t *testing.T) {
 	e.wantRuns(s.ID, "+5s:CANCELED#1")
 }
 
-// A task of a target kind that is not a target run (someone submitted it
-// by hand) is failed with a message saying why, not run.
+// A task of a target kind that is not a target run but was pinned to the
+// executor by hand (the API does not reserve its worker id) is claimed by
+// it and failed with a message saying why, not run.
 func TestHTTPExecutorRefusesOtherTasks(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	_, _ = e.fireTarget("http://127.0.0.1:1/", "", 10)
 	res, err := e.st.TaskInsert(e.ctx, store.TaskInsertParams{ID: e.ids.New(e.clk.Now()), Kind: "hook", Priority: rota.PriorityMid,
-		Payload: []byte(`1`), Workers: 1, HeartbeatTimeoutSeconds: 30, Now: e.clk.Now(), RunAt: e.clk.Now()})
+		Payload: []byte(`1`), Workers: 1, HeartbeatTimeoutSeconds: 30, Now: e.clk.Now(), RunAt: e.clk.Now(),
+		WorkerIDs: []string{rota.HTTPWorkerID}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := e.disp.Claim(e.ctx, dispatch.ClaimRequest{WorkerID: rota.HTTPWorkerID, Kinds: []string{"hook"}, Max: 1})
+	cl, err := e.disp.Claim(e.ctx, dispatch.ClaimRequest{WorkerID: rota.HTTPWorkerID, Kinds: []string{"hook"}, Max: 1, PinnedOnly: true})
 	if err != nil || len(cl.Runs) != 1 || cl.Runs[0].TaskID != res.Task.ID {
 		t.Fatalf("claim: %+v %v", cl.Runs, err)
 	}
@@ -168,6 +170,60 @@ func TestHTTPExecutorRefusesOtherTasks(t *testing.T) {
 	}
 	if msg := e.task(res.Task.ID).Message; !strings.Contains(msg, "no schedule with an HTTP target") {
 		t.Fatalf("message %q", msg)
+	}
+}
+
+// A task submitted by hand to the kind of a target schedule, unpinned, is
+// not the executor's: it claims only the runs pinned to it, so the task
+// stays SCHEDULED (no request is sent for it) until an ordinary worker of
+// the kind claims it.
+func TestHTTPExecutorLeavesHandSubmittedTasks(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	hits := make(chan string, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits <- r.Header.Get("Rota-Task-Id")
+	}))
+	defer srv.Close()
+	s := e.add(func(s *rota.Schedule) { s.Kind, s.Target = "hook", &rota.Target{URL: srv.URL} })
+	// The hand-submitted task is older than the schedule's run, and of a
+	// higher priority: neither makes it the executor's.
+	now := e.clk.Now()
+	sub, err := e.disp.Submit(e.ctx, []store.TaskInsertParams{{ID: e.ids.New(now), Kind: "hook", Priority: rota.PriorityHigh,
+		Payload: []byte(`{"by":"hand"}`), Workers: 1, MaxRetries: 3, HeartbeatTimeoutSeconds: 30, Now: now, RunAt: now}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hand := sub[0].Task
+	e.step(sec(5))
+	x := e.executor()
+	if n, err := x.ClaimOnce(e.ctx, 0); err != nil || n != 1 {
+		t.Fatalf("ClaimOnce: %d, %v; want the schedule's run only", n, err)
+	}
+	runs := e.runs(s.ID)
+	if got := <-hits; got != runs[0].TaskID {
+		t.Fatalf("request for task %s, want the schedule's run %s", got, runs[0].TaskID)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for e.runs(s.ID)[0].Status != rota.StatusSuccess {
+		if time.Now().After(deadline) {
+			t.Fatalf("run not reported: %v", summary(e.runs(s.ID)))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n, err := x.ClaimOnce(e.ctx, 0); err != nil || n != 0 {
+		t.Fatalf("second ClaimOnce: %d, %v; want nothing", n, err)
+	}
+	if task := e.task(hand.ID); task.Status != rota.StatusScheduled || len(task.Runs) != 0 {
+		t.Fatalf("hand-submitted task: %s with %d runs, want SCHEDULED, untouched", task.Status, len(task.Runs))
+	}
+	if c := e.claim("some-worker", "hook"); c.TaskID != hand.ID {
+		t.Fatalf("ordinary worker claimed %s, want the hand-submitted %s", c.TaskID, hand.ID)
+	}
+	select {
+	case id := <-hits:
+		t.Fatalf("a request was sent for task %s", id)
+	default:
 	}
 }
 

@@ -254,6 +254,13 @@ type TaskClaimParams struct {
 	Wait          time.Duration // long-poll wait of this claim (for liveness)
 	Now           time.Time
 	NewRunID      func() string // makes the ids of new runs
+	// PinnedOnly restricts the claim to tasks pinned to WorkerID (whose
+	// WorkerIDs contains it): unpinned tasks of the kinds are left to other
+	// workers, even when nothing else is claimable. The order among the
+	// pinned tasks, the weighted round, pause, cap and rate are as for any
+	// claim; RateLimitedUntil is only set when a pinned task waits. Rota's
+	// HTTP executor (rota.HTTPWorkerID) claims so.
+	PinnedOnly bool
 }
 
 // TaskClaimResult is what a claim got.

@@ -123,8 +123,12 @@ func claimKind(ctx context.Context, t *txn, p store.TaskClaimParams, kind string
 			return nil, 0, nil
 		}
 	}
+	pick := candidatesSQL
+	if p.PinnedOnly {
+		pick = pinnedCandidatesSQL
+	}
 	var picked []candidate
-	t.queue(candidatesSQL, kind, now, p.WorkerID, max).Query(func(rows pgx.Rows) error {
+	t.queue(pick, kind, now, p.WorkerID, max).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var c candidate
 			if err := rows.Scan(&c.slot, &c.id, &c.payload, &c.level, &c.attempt, &c.timeout, &c.hb, &c.runAt); err != nil {
@@ -143,7 +147,7 @@ func claimKind(ctx context.Context, t *txn, p store.TaskClaimParams, kind string
 	if len(picked) == 0 {
 		if rate > 0 {
 			if tokens = store.RateRefill(rate, tokens, rateAt, now); tokens < 1 {
-				return rateLimited(ctx, t, p.WorkerID, kind, now, rate, tokens)
+				return rateLimited(ctx, t, p, kind, now, rate, tokens)
 			}
 		}
 		return nil, 0, nil
@@ -199,16 +203,21 @@ func claimKind(ctx context.Context, t *txn, p store.TaskClaimParams, kind string
 // rateLimited is claimKind's answer when the kind's rate bucket holds less
 // than a token: the instant the next one is due if the worker could claim
 // a task now (and the kind is neither paused nor at its MaxRunning cap),
-// else 0. It reads, so it costs a round trip, but only on this path.
-func rateLimited(ctx context.Context, t *txn, worker, kind string, now int64, rate, tokens float64) ([]rota.ClaimedRun, int64, error) {
+// else 0; for a PinnedOnly claim only the tasks pinned to the worker count.
+// It reads, so it costs a round trip, but only on this path.
+func rateLimited(ctx context.Context, t *txn, p store.TaskClaimParams, kind string, now int64, rate, tokens float64) ([]rota.ClaimedRun, int64, error) {
+	mine := `(NOT pinned OR $3 = ANY (worker_ids))`
+	if p.PinnedOnly {
+		mine = `pinned AND $3 = ANY (worker_ids)`
+	}
 	var waiting bool
 	err := t.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&waiting) }, `SELECT EXISTS (
 			SELECT 1 FROM kinds WHERE name = $1 AND NOT paused AND (max_running = 0
 				OR max_running > (SELECT count(*) FROM runs WHERE kind = $1 AND status = 'RUNNING'))
 		) AND EXISTS (
 			SELECT 1 FROM tasks WHERE avail AND kind = $1 AND run_at <= $2 AND $3 <> ALL (holders)
-				AND (NOT pinned OR $3 = ANY (worker_ids))
-		)`, kind, now, worker)
+				AND `+mine+`
+		)`, kind, now, p.WorkerID)
 	if err != nil || !waiting {
 		return nil, 0, err
 	}
@@ -257,14 +266,30 @@ func nextRoundPos(f int, slot int64) int {
 // That last step names no kind (a task's kind never changes), so that the
 // planner finds the picked rows by primary key even before the table has
 // statistics, not through an index over the kind's tasks.
-var candidatesSQL = func() string {
+var candidatesSQL = pickSQL(false)
+
+// pinnedCandidatesSQL is candidatesSQL for a PinnedOnly claim: only the
+// three pinned branches (range scans of tasks_ready with pinned = true), so
+// an unpinned task is never read, let alone picked; the round, pause, cap
+// and rate bucket apply as in candidatesSQL. Same parameters.
+var pinnedCandidatesSQL = pickSQL(true)
+
+// pickSQL builds candidatesSQL, or pinnedCandidatesSQL when pinnedOnly.
+func pickSQL(pinnedOnly bool) string {
 	const cols = `id, level, run_at FROM tasks WHERE avail AND kind = $1 AND run_at <= $2 AND $3 <> ALL (holders)`
 	var branches []string
 	for level := range 3 {
 		lv := strconv.Itoa(level)
 		branches = append(branches,
-			`(SELECT 0 AS grp, `+cols+` AND level = `+lv+` AND pinned AND $3 = ANY (worker_ids) ORDER BY run_at, id LIMIT $4)`,
-			`(SELECT 1 AS grp, `+cols+` AND level = `+lv+` AND NOT pinned ORDER BY run_at, id LIMIT $4)`)
+			`(SELECT 0 AS grp, `+cols+` AND level = `+lv+` AND pinned AND $3 = ANY (worker_ids) ORDER BY run_at, id LIMIT $4)`)
+		if !pinnedOnly {
+			branches = append(branches,
+				`(SELECT 1 AS grp, `+cols+` AND level = `+lv+` AND NOT pinned ORDER BY run_at, id LIMIT $4)`)
+		}
+	}
+	mine := `(NOT t.pinned OR $3 = ANY (t.worker_ids))`
+	if pinnedOnly {
+		mine = `t.pinned AND $3 = ANY (t.worker_ids)`
 	}
 	return `WITH k AS (
 			SELECT priority_factor AS f, round_pos AS pos,
@@ -285,7 +310,7 @@ var candidatesSQL = func() string {
 		SELECT p.slot, t.id, t.payload, t.level, t.attempt, t.timeout_s, t.hb_timeout_s, t.run_at
 		FROM tasks t JOIN picked p ON p.id = t.id
 		WHERE t.avail AND t.run_at <= $2 AND $3 <> ALL (t.holders)
-			AND (NOT t.pinned OR $3 = ANY (t.worker_ids))
+			AND ` + mine + `
 		ORDER BY p.slot
 		FOR NO KEY UPDATE OF t SKIP LOCKED`
-}()
+}

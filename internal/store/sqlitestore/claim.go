@@ -108,7 +108,7 @@ func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind strin
 		}
 		if max <= 0 {
 			// Empty bucket: say when the next token is due, if anything waits.
-			q, err := candidates(ctx, tx, p.WorkerID, kind, 1, now)
+			q, err := candidates(ctx, tx, p, kind, 1, now)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -118,7 +118,7 @@ func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind strin
 			return nil, now + store.RateWait(rate, tokens).Milliseconds(), nil
 		}
 	}
-	queues, err := candidates(ctx, tx, p.WorkerID, kind, max, now)
+	queues, err := candidates(ctx, tx, p, kind, max, now)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -167,7 +167,15 @@ func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind strin
 // six statements. Levels are literals, not parameters: SQLite re-prepares a
 // statement whose parameter compared with an indexed column changes value
 // between runs.
-var candidateQuery = func() string {
+var candidateQuery = pickQuery(false)
+
+// pinnedCandidateQuery is candidateQuery for a PinnedOnly claim: only the
+// three seeks of tasks_ready with pinned = 1, so unpinned tasks are never
+// read. Same parameters.
+var pinnedCandidateQuery = pickQuery(true)
+
+// pickQuery builds candidateQuery, or pinnedCandidateQuery when pinnedOnly.
+func pickQuery(pinnedOnly bool) string {
 	const notMine = ` AND (workers = 1 OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = tasks.id
 		AND r.worker_id = ?1 AND r.status IN ('RUNNING', 'SUCCESS')))`
 	const cols = `SELECT id, payload, level, attempt, timeout_s, hb_timeout_s, pinned, run_at FROM tasks`
@@ -176,17 +184,25 @@ var candidateQuery = func() string {
 		lv := strconv.Itoa(level)
 		parts = append(parts,
 			`SELECT * FROM (`+cols+` WHERE avail = 1 AND kind = ?2 AND level = `+lv+` AND pinned = 1 AND run_at <= ?3
-				AND EXISTS (SELECT 1 FROM json_each(tasks.worker_ids) WHERE value = ?1)`+notMine+` ORDER BY run_at, id LIMIT ?4)`,
-			`SELECT * FROM (`+cols+` WHERE avail = 1 AND kind = ?2 AND level = `+lv+` AND pinned = 0 AND run_at <= ?3`+notMine+` ORDER BY run_at, id LIMIT ?4)`)
+				AND EXISTS (SELECT 1 FROM json_each(tasks.worker_ids) WHERE value = ?1)`+notMine+` ORDER BY run_at, id LIMIT ?4)`)
+		if !pinnedOnly {
+			parts = append(parts,
+				`SELECT * FROM (`+cols+` WHERE avail = 1 AND kind = ?2 AND level = `+lv+` AND pinned = 0 AND run_at <= ?3`+notMine+` ORDER BY run_at, id LIMIT ?4)`)
+		}
 	}
 	return strings.Join(parts, " UNION ALL ") + ` ORDER BY level, pinned DESC, run_at, id`
-}()
+}
 
 // candidates returns up to max claimable tasks per level (high, mid, low)
-// for a worker: pinned to it first, then unpinned, each oldest first.
-func candidates(ctx context.Context, tx *wtx, worker, kind string, max int, now int64) ([3][]candidate, error) {
+// for the claiming worker: pinned to it first, then unpinned (none for a
+// PinnedOnly claim), each oldest first.
+func candidates(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind string, max int, now int64) ([3][]candidate, error) {
 	var queues [3][]candidate
-	rows, err := tx.QueryContext(ctx, candidateQuery, worker, kind, now, max)
+	q := candidateQuery
+	if p.PinnedOnly {
+		q = pinnedCandidateQuery
+	}
+	rows, err := tx.QueryContext(ctx, q, p.WorkerID, kind, now, max)
 	if err != nil {
 		return queues, fmt.Errorf("sqlitestore: claim candidates: %w", err)
 	}

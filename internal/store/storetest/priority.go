@@ -309,6 +309,123 @@ func testPinning(t *testing.T, ns newStoreFunc) {
 		f.ClaimNone("w1", f.At(sec(2)), kindK)
 	})
 
+	parallel(t, ns, "PinnedOnly", func(t *testing.T, f *Fixture) {
+		// A PinnedOnly claim takes the task pinned to its worker and never
+		// an unpinned one of the kind, not even an older task of a higher
+		// level; nor one pinned to another worker. The unpinned tasks stay
+		// for ordinary claims, the same worker's included.
+		unpinned := f.Params(kindK, f.At(0))
+		unpinned.Priority = rota.PriorityHigh
+		f.Insert(unpinned)
+		unpinned2 := f.InsertNew(kindK, f.At(sec(1)))
+		pinned := f.Params(kindK, f.At(sec(2)))
+		pinned.WorkerIDs = []string{"w1"}
+		pinned.Priority = rota.PriorityLow
+		f.Insert(pinned)
+		other := f.Params(kindK, f.At(sec(3)))
+		other.WorkerIDs = []string{"w2"}
+		f.Insert(other)
+
+		res := f.claimPinned("w1", f.At(sec(10)), 10, kindK)
+		diff(t, "w1's PinnedOnly claim", []string{pinned.ID}, claimedIDs(res))
+		if !res.RateLimitedUntil.IsZero() || res.Drain {
+			t.Fatalf("PinnedOnly claim: RateLimitedUntil %v, Drain %v", res.RateLimitedUntil, res.Drain)
+		}
+		diff(t, "w1's next PinnedOnly claim", []string(nil), claimedIDs(f.claimPinned("w1", f.At(sec(10)), 10, kindK)))
+		wantStatus(t, f.Get(unpinned.ID), rota.StatusScheduled)
+		diff(t, "w1's ordinary claim", []string{unpinned.ID, unpinned2.ID}, claimedIDs(f.Claim("w1", f.At(sec(11)), 10, kindK)))
+		diff(t, "w2's PinnedOnly claim", []string{other.ID}, claimedIDs(f.claimPinned("w2", f.At(sec(11)), 10, kindK)))
+	})
+
+	parallel(t, ns, "PinnedOnlyOrder", func(t *testing.T, f *Fixture) {
+		// Among the tasks pinned to the worker a PinnedOnly claim keeps the
+		// dispatch order: levels in weighted rounds, within a level RunAt
+		// then id (pHigh1 is older than pHigh2 but due later). Unpinned
+		// tasks, older and of every level, are skipped.
+		for _, prio := range []rota.Priority{rota.PriorityHigh, rota.PriorityMid, rota.PriorityLow} {
+			p := f.Params(kindK, f.At(0))
+			p.Priority = prio
+			f.Insert(p)
+		}
+		pin := func(at time.Duration, prio rota.Priority, workers ...string) *rota.Task {
+			p := f.Params(kindK, f.At(at))
+			p.Priority, p.WorkerIDs = prio, workers
+			return f.Insert(p)
+		}
+		pLow := pin(sec(1), rota.PriorityLow, "w1")
+		pMid := pin(sec(2), rota.PriorityMid, "w1")
+		p := f.Params(kindK, f.At(sec(3)))
+		p.Priority, p.WorkerIDs, p.RunAt = rota.PriorityHigh, []string{"w1"}, f.At(sec(6))
+		pHigh1 := f.Insert(p)
+		pHigh2 := pin(sec(4), rota.PriorityHigh, "w2", "w1")
+		pMid2 := pin(sec(5), rota.PriorityMid, "w1")
+
+		var got []string
+		for range 5 {
+			res := f.claimPinned("w1", f.At(sec(10)), 1, kindK)
+			if len(res.Runs) != 1 {
+				t.Fatalf("PinnedOnly claim after %v: %d runs, want 1", got, len(res.Runs))
+			}
+			got = append(got, res.Runs[0].TaskID)
+			f.Succeed("w1", res.Runs[0].RunID, f.At(sec(10)))
+		}
+		diff(t, "w1's PinnedOnly order", []string{pHigh2.ID, pHigh1.ID, pMid.ID, pMid2.ID, pLow.ID}, got)
+		diff(t, "w1's last PinnedOnly claim", []string(nil), claimedIDs(f.claimPinned("w1", f.At(sec(10)), 10, kindK)))
+		if n := len(f.Claim("w1", f.At(sec(10)), 10, kindK).Runs); n != 3 {
+			t.Fatalf("ordinary claim after the pinned ones: %d runs, want the 3 unpinned", n)
+		}
+	})
+
+	parallel(t, ns, "PinnedOnlyBatch", func(t *testing.T, f *Fixture) {
+		// One PinnedOnly claim of several tasks hands them out in the same
+		// order, and stops at Max.
+		f.InsertNew(kindK, f.At(0))
+		var want []string
+		for i, prio := range []rota.Priority{rota.PriorityLow, rota.PriorityHigh, rota.PriorityMid, rota.PriorityHigh} {
+			p := f.Params(kindK, f.At(sec(1+i)))
+			p.Priority, p.WorkerIDs = prio, []string{"w1"}
+			want = append(want, f.Insert(p).ID)
+		}
+		want = []string{want[1], want[3], want[2]} // high, high, mid; low is left
+		diff(t, "PinnedOnly batch", want, claimedIDs(f.claimPinned("w1", f.At(sec(10)), 3, kindK)))
+	})
+
+	parallel(t, ns, "OrdinaryClaimGetsPinnedAndUnpinned", func(t *testing.T, f *Fixture) {
+		// Without PinnedOnly the worker a task is pinned to gets it and the
+		// unpinned tasks of the kind alike (pinned first within a level).
+		unpinned := f.InsertNew(kindK, f.At(0))
+		p := f.Params(kindK, f.At(sec(1)))
+		p.WorkerIDs = []string{"w1"}
+		pinned := f.Insert(p)
+		diff(t, "w1's ordinary claim", []string{pinned.ID, unpinned.ID}, claimedIDs(f.Claim("w1", f.At(sec(2)), 10, kindK)))
+	})
+
+	parallel(t, ns, "PinnedOnlyRateLimited", func(t *testing.T, f *Fixture) {
+		// With an empty rate bucket a PinnedOnly claim reports a wait only
+		// when a task pinned to its worker waits: unpinned ones are not its
+		// business.
+		rate := 1.0
+		if _, err := f.Store.KindUpsert(f.Ctx(), store.KindUpsertParams{Name: kindK, Rate: &rate}); err != nil {
+			t.Fatal(err)
+		}
+		f.InsertNew(kindK, f.At(0))
+		f.InsertNew(kindK, f.At(0))
+		if n := len(f.Claim("w9", f.At(sec(1)), 1, kindK).Runs); n != 1 {
+			t.Fatalf("first claim: %d runs, want the one token", n)
+		}
+		if res := f.claimPinned("w1", f.At(sec(1)), 10, kindK); len(res.Runs) != 0 || !res.RateLimitedUntil.IsZero() {
+			t.Fatalf("PinnedOnly claim with only unpinned work: %d runs, RateLimitedUntil %v; want none, zero", len(res.Runs), res.RateLimitedUntil)
+		}
+		p := f.Params(kindK, f.At(sec(1)))
+		p.WorkerIDs = []string{"w1"}
+		pinned := f.Insert(p)
+		res := f.claimPinned("w1", f.At(sec(1)), 10, kindK)
+		if len(res.Runs) != 0 || res.RateLimitedUntil.IsZero() {
+			t.Fatalf("PinnedOnly claim with pinned work on an empty bucket: %d runs, RateLimitedUntil %v; want none, set", len(res.Runs), res.RateLimitedUntil)
+		}
+		diff(t, "PinnedOnly claim once a token is due", []string{pinned.ID}, claimedIDs(f.claimPinned("w1", res.RateLimitedUntil, 10, kindK)))
+	})
+
 	parallel(t, ns, "LevelBeforePinning", func(t *testing.T, f *Fixture) {
 		pinned := f.Params(kindK, f.At(0))
 		pinned.WorkerIDs = []string{"w1"}
@@ -391,4 +508,29 @@ func testPinning(t *testing.T, ns newStoreFunc) {
 		}
 		f.ClaimOne("w9", f.At(sec(6)), kindK)
 	})
+}
+
+// claimPinned is Fixture.Claim with PinnedOnly set.
+func (f *Fixture) claimPinned(worker string, now time.Time, n int, kinds ...string) store.TaskClaimResult {
+	f.TB.Helper()
+	res, err := f.Store.TaskClaim(f.Ctx(), store.TaskClaimParams{
+		WorkerID: worker, WorkerAddress: Addr(worker), Kinds: kinds, Max: n, Now: now,
+		NewRunID: f.NewRunID, PinnedOnly: true,
+	})
+	if err != nil {
+		f.TB.Fatalf("TaskClaim(worker %s, kinds %v, max %d, PinnedOnly) at %s: %v", worker, kinds, n, f.rel(now), err)
+	}
+	if len(res.Runs) > n {
+		f.TB.Fatalf("TaskClaim(worker %s, max %d, PinnedOnly) handed out %d runs", worker, n, len(res.Runs))
+	}
+	return res
+}
+
+// claimedIDs returns the task ids of a claim's runs, in order (nil for none).
+func claimedIDs(res store.TaskClaimResult) []string {
+	var ids []string
+	for _, r := range res.Runs {
+		ids = append(ids, r.TaskID)
+	}
+	return ids
 }
