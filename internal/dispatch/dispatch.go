@@ -320,6 +320,14 @@ func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaim
 		})
 		if err != nil || len(res.Runs) > 0 || res.Drain || wait <= 0 {
 			d.emitClaimed(r.WorkerID, res.Runs)
+			if len(res.Runs) > 0 && ctx.Err() != nil {
+				// The caller went away (a long-poll whose client hung up,
+				// a node shutting down) while the claim committed: nobody
+				// will run these. Hand them back now rather than let them
+				// sit RUNNING until their lease lapses.
+				d.releaseAbandoned(context.WithoutCancel(ctx), r.WorkerID, res.Runs)
+				return store.TaskClaimResult{}, nil
+			}
 			return res, err
 		}
 		left := end.Sub(c.Now())
@@ -343,6 +351,19 @@ func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaim
 			return store.TaskClaimResult{}, nil
 		}
 		t.Stop()
+	}
+}
+
+// releaseAbandoned releases runs granted to a claim whose caller is gone:
+// they end CANCELED, cost no attempt, and their tasks are claimable again.
+func (d *Dispatcher) releaseAbandoned(ctx context.Context, worker string, runs []rota.ClaimedRun) {
+	for _, run := range runs {
+		_, err := d.Complete(ctx, store.RunCompleteParams{RunID: run.RunID, WorkerID: worker, Release: true,
+			Message: "released: the claim's caller went away before it got the task"})
+		if err != nil {
+			// Its lease will lapse and the reaper will take it back.
+			d.cfg.Logger.Warn("dispatch: release an abandoned claim", "run", run.RunID, "err", err)
+		}
 	}
 }
 

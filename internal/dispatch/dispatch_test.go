@@ -328,3 +328,44 @@ func TestRemoteNotificationWakesPinnedOnlyClaim(t *testing.T) {
 		noResult(t, "a worker's claim", w)
 	}
 }
+
+// cancelOnClaim is a store whose claims end the caller's context once
+// they have committed: the caller "hangs up" while its claim is granted.
+type cancelOnClaim struct {
+	store.Store
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClaim) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.TaskClaimResult, error) {
+	res, err := c.Store.TaskClaim(ctx, p)
+	c.cancel()
+	return res, err
+}
+
+func TestAbandonedClaimIsReleased(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	task := f.submit("k", time.Time{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d, err := New(Config{Store: &cancelOnClaim{Store: f.st, cancel: cancel}, Clock: f.clock, SafetyPoll: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Stop)
+	res, err := d.Claim(ctx, ClaimRequest{WorkerID: "gone", Kinds: []string{"k"}, Max: 1})
+	if err != nil || len(res.Runs) != 0 {
+		t.Fatalf("abandoned claim = %+v, %v; want nothing handed out", res, err)
+	}
+	got, err := f.st.TaskGet(context.Background(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != rota.StatusScheduled || len(got.Runs) != 1 || got.Runs[0].Status != rota.StatusCanceled {
+		t.Fatalf("after the abandoned claim: task %s with runs %+v, want SCHEDULED with one CANCELED run", got.Status, got.Runs)
+	}
+	again, err := f.d.Claim(context.Background(), ClaimRequest{WorkerID: "w2", Kinds: []string{"k"}, Max: 1})
+	if err != nil || len(again.Runs) != 1 || again.Runs[0].TaskID != task.ID || again.Runs[0].Attempt != 2 {
+		t.Fatalf("next claim = %+v, %v; want the task again", again, err)
+	}
+}

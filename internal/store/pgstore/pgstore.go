@@ -62,7 +62,9 @@
 // of tasks_ready, each stopping after Max rows, ranked in weighted-round
 // order by the SQL function round_slot, the restatement of sqlitestore's
 // weightedPick that the tests check against it. Only the tasks handed out
-// are locked. Its cost does not depend on how many tasks wait.
+// are locked. Its cost does not depend on how many tasks wait. A
+// PinnedOnly claim (the HTTP executor's) uses the three pinned ranges only
+// (pinnedCandidatesSQL).
 //
 // No counter is kept on kind or worker rows: the running runs of a kind
 // (for MaxRunning) and of a worker (for WorkerList) are counted through
