@@ -23,8 +23,16 @@ const (
 	// MaxSupportedYear is the last year Next and the plan functions compute
 	// in; arguments later than that report false.
 	MaxSupportedYear = 9999
-	// maxSegments bounds the number of UTC-offset periods Next walks.
+	// maxSegments bounds the number of UTC-offset periods Next walks. The
+	// walk ends by itself once it passes SearchYears; a zone has at most
+	// four periods a year after its last explicit transition (two for
+	// daylight saving, split at UTC year boundaries by ZoneBounds, see
+	// periodEnd), so this is a backstop that no zone reaches.
 	maxSegments = 8192
+	// maxZoneOffset exceeds the magnitude of every UTC offset Next meets:
+	// IANA zones stay within ±16 hours, and the POSIX TZ rules Go accepts
+	// within ±168 hours. Next relies on it to skip periods.
+	maxZoneOffset = 8 * 86400
 )
 
 // Cron is a parsed cron expression bound to a time zone (see the package
@@ -681,7 +689,12 @@ const minUnix = -62135596800
 // fire would be more than SearchYears years after `after`, or `after` is past
 // MaxSupportedYear. Instants before year 1 are treated as year 1. It never
 // returns a zero time with true.
-func (c *Cron) Next(after time.Time) (time.Time, bool) {
+func (c *Cron) Next(after time.Time) (time.Time, bool) { return c.nextFire(after, true) }
+
+// nextFire is Next; with skip false it visits every offset period on the way
+// to the answer instead of jumping over those that cannot hold it (the tests
+// compare the two).
+func (c *Cron) nextFire(after time.Time, skip bool) (time.Time, bool) {
 	if after.Year() > MaxSupportedYear {
 		return time.Time{}, false
 	}
@@ -713,42 +726,47 @@ func (c *Cron) Next(after time.Time) (time.Time, bool) {
 		return w, ok
 	}
 
+	// prevOff is the UTC offset just before cur once the walk has passed a
+	// period: cur is then where that period ended.
+	var prevOff int64
+	prevKnown := false
 	for range maxSegments {
 		z := time.Unix(cur, 0).In(loc)
 		_, off := z.Zone()
 		o := int64(off)
 		start, end := z.ZoneBounds()
+		segEnd := periodEnd(cur, end)
+		endWall := int64(math.MaxInt64)
+		if segEnd != math.MaxInt64 {
+			endWall = segEnd + o
+		}
 		hasPrev := !start.IsZero()
-		var s, prevOff int64
-		prevStart := int64(math.MinInt64)
+		var s int64
 		if hasPrev {
 			s = start.Unix()
-			pz := time.Unix(s-1, 0).In(loc)
-			_, po := pz.Zone()
-			prevOff = int64(po)
-			if ps, _ := pz.ZoneBounds(); !ps.IsZero() {
-				prevStart = ps.Unix()
+			if !prevKnown || s != cur {
+				_, po := time.Unix(s-1, 0).In(loc).Zone()
+				prevOff = int64(po)
 			}
 		}
 		// Spring forward at s: the gap's matching wall times fire at s.
-		if hasPrev && s == cur && o > prevOff && c.gapFires(s+prevOff, s+o, o-prevOff, limitYear) {
+		if hasPrev && s == cur && o > prevOff && c.gapFires(s+prevOff, s+o, o-prevOff, next) {
 			return time.Unix(s, 0).UTC(), true
 		}
-		endWall := int64(math.MaxInt64)
-		if !end.IsZero() {
-			endWall = end.Unix() + o
-		}
-		// Fall back at s: wall times in [repLo, repHi) happen a second time.
+		// Fall back at s: wall times in [repLo, repHi) happen a second time,
+		// or from the start of the previous offset's run if that is later.
 		var repLo, repHi int64
 		if hasPrev && prevOff > o {
 			repLo, repHi = s+o, s+prevOff
-			if prevStart != math.MinInt64 && prevStart+prevOff > repLo {
-				repLo = prevStart + prevOff
+			if rs := runStart(loc, s, prevOff, s-(prevOff-o)); rs != math.MinInt64 {
+				repLo = max(repLo, rs+prevOff)
 			}
 		}
-		for from := cur + o; ; {
-			w, ok := next(from)
-			if !ok {
+		from := cur + o
+		var w int64
+		for {
+			var ok bool
+			if w, ok = next(from); !ok {
 				return time.Time{}, false
 			}
 			if w >= endWall {
@@ -760,16 +778,67 @@ func (c *Cron) Next(after time.Time) (time.Time, bool) {
 			}
 			return time.Unix(w-o, 0).UTC(), true
 		}
-		cur = end.Unix()
+		// No wall reading in [from, w) matches, and a fire's matching reading
+		// (its own, or a gap's) is less than maxZoneOffset away from it. When
+		// that range covers every reading near the instants from segEnd on,
+		// none of them before w-maxZoneOffset fires: resume there rather
+		// than visit each period in between (far years, rare dates).
+		if j := w - maxZoneOffset; skip && j > segEnd && from <= segEnd-maxZoneOffset {
+			cur, prevKnown = j, false
+			continue
+		}
+		cur, prevOff, prevKnown = segEnd, o, true
 	}
 	return time.Time{}, false
 }
 
+// periodEnd returns the end of the offset period that contains cur, given
+// the end ZoneBounds reports for it: math.MaxInt64 for none, and otherwise
+// an instant after cur before which the offset does not change.
+//
+// ZoneBounds splits the periods that come from a zone's POSIX TZ rule (the
+// years after its last explicit transition: from 2038 in "fat" TZif files,
+// decades earlier in the slim ones time/tzdata embeds) at UTC year
+// boundaries, and ends a year's last period 365 days after the year began,
+// also in leap years (golang/go#81583). During the last UTC day of such a
+// leap year (2028-12-31 with the slim files) it therefore reports an end at
+// or before cur, while the offset holds until the year really ends.
+func periodEnd(cur int64, end time.Time) int64 {
+	if end.IsZero() {
+		return math.MaxInt64
+	}
+	e := end.Unix()
+	if e <= cur {
+		y := time.Unix(cur, 0).UTC().Year()
+		e = time.Date(y+1, time.January, 1, 0, 0, 0, 0, time.UTC).Unix()
+	}
+	return e
+}
+
+// runStart returns the first instant of the run of instants that ends at s
+// and has UTC offset off, or math.MinInt64 when that run starts at or before
+// floor (the caller need not know where). It looks through period
+// boundaries at which the offset does not change, such as the year
+// boundaries ZoneBounds reports for rule-based periods.
+func runStart(loc *time.Location, s, off, floor int64) int64 {
+	for range 8 { // a handful of boundaries without an offset change at most
+		ps, _ := time.Unix(s-1, 0).In(loc).ZoneBounds()
+		if ps.IsZero() || ps.Unix() <= floor {
+			return math.MinInt64
+		}
+		s = ps.Unix()
+		if _, o := time.Unix(s-1, 0).In(loc).Zone(); int64(o) != off {
+			break
+		}
+	}
+	return s
+}
+
 // gapFires reports whether some wall time in [lo, hi) matches while its
-// reading delta later does not.
-func (c *Cron) gapFires(lo, hi, delta int64, maxYear int) bool {
+// reading delta later does not; next is Next's memoised nextWall.
+func (c *Cron) gapFires(lo, hi, delta int64, next func(int64) (int64, bool)) bool {
 	for from := lo; ; {
-		w, ok := c.nextWall(from, maxYear)
+		w, ok := next(from)
 		if !ok || w >= hi {
 			return false
 		}
