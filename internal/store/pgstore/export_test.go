@@ -32,3 +32,6 @@ func CompleteGroup(s *Store, ctx context.Context, ps []store.RunCompleteParams) 
 	}
 	return tasks, errs, nil
 }
+
+// AnalyzeYoung runs one pass of the young-table analyzer.
+func AnalyzeYoung(s *Store, ctx context.Context) ([]string, error) { return s.analyzeYoung(ctx) }

@@ -167,6 +167,8 @@ type Store struct {
 	// Reports waiting for a completer (complete.go).
 	completeQ      chan *completeReq
 	completersDone sync.WaitGroup
+
+	analyzerDone chan struct{} // closed when the analyzer (analyze.go) has stopped
 }
 
 var _ store.Store = (*Store)(nil)
@@ -220,13 +222,15 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		noteWake: make(chan struct{}, 1),
 		noteDone: make(chan struct{}),
 
-		completeQ: make(chan *completeReq),
+		completeQ:    make(chan *completeReq),
+		analyzerDone: make(chan struct{}),
 	}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
 	go s.notifier()
+	go s.analyzer()
 	for range completers {
 		s.completersDone.Add(1)
 		go s.completer()
@@ -314,6 +318,7 @@ func (s *Store) Close() error {
 	s.closeOne.Do(func() {
 		close(s.closed)
 		s.completersDone.Wait()
+		<-s.analyzerDone
 		<-s.noteDone
 		s.pool.Close()
 	})

@@ -228,12 +228,18 @@ func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams)
 		slices.SortStableFunc(order, func(a, b int) int {
 			return cmp.Or(strings.Compare(ps[a].Kind, ps[b].Kind), strings.Compare(ps[a].Key, ps[b].Key))
 		})
-		for _, i := range order {
-			keyed = keyed || ps[i].Key != ""
-			t.queue(insertTaskSQL, insertArgs(ps[i])...).Exec(func(ct pgconn.CommandTag) error {
-				inserted[i] = ct.RowsAffected() == 1
-				return nil
-			})
+		for _, p := range ps {
+			keyed = keyed || p.Key != ""
+		}
+		if !keyed && len(ps) > 1 {
+			queueInsertBatch(t, ps)
+		} else {
+			for _, i := range order {
+				t.queue(insertTaskSQL, insertArgs(ps[i])...).Exec(func(ct pgconn.CommandTag) error {
+					inserted[i] = ct.RowsAffected() == 1
+					return nil
+				})
+			}
 		}
 		if !keyed {
 			// Every row inserts or the transaction fails: nothing to read
@@ -270,6 +276,47 @@ func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams)
 		return nil, err
 	}
 	return out, nil
+}
+
+// queueInsertBatch queues the insert of unkeyed tasks in one statement
+// (rows from arrays): one statement to parse, plan and execute however
+// many tasks, rather than one each.
+func queueInsertBatch(t *txn, ps []store.TaskInsertParams) {
+	n := len(ps)
+	var (
+		ids, kinds, wids, scheds        = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		payloads                        = make([]*string, n)
+		levels                          = make([]int16, n)
+		retries, workers, timeouts, hbs = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+		created, runAt, fire            = make([]int64, n), make([]int64, n), make([]int64, n)
+	)
+	for i, p := range ps {
+		ids[i], kinds[i], scheds[i] = p.ID, p.Kind, p.ScheduleID
+		if len(p.Payload) > 0 {
+			s := string(p.Payload)
+			payloads[i] = &s
+		}
+		if len(p.WorkerIDs) > 0 {
+			b, _ := json.Marshal(p.WorkerIDs) // []string always encodes
+			wids[i] = string(b)
+		}
+		levels[i] = int16(p.Priority.Level())
+		retries[i], workers[i], timeouts[i], hbs[i] = int32(p.MaxRetries), int32(p.Workers), int32(p.TimeoutSeconds),
+			int32(p.HeartbeatTimeoutSeconds)
+		created[i], runAt[i], fire[i] = ms(p.Now), ms(p.RunAt), ms(p.FireTime)
+		if runAt[i] == 0 {
+			runAt[i] = created[i]
+		}
+	}
+	t.queue(`INSERT INTO tasks (id, kind, level, payload, status, max_retries, workers, worker_ids,
+			timeout_s, hb_timeout_s, created_at, run_at, schedule_id, fire_time, updated_at)
+		SELECT u.id, u.kind, u.level, u.payload::json, 'SCHEDULED', u.max_retries, u.workers,
+			CASE WHEN u.wids = '' THEN '{}'::text[] ELSE ARRAY(SELECT json_array_elements_text(u.wids::json)) END,
+			u.timeout_s, u.hb, u.created, u.run_at, u.sched, u.fire, u.created
+		FROM unnest($1::text[], $2::text[], $3::smallint[], $4::text[], $5::int[], $6::int[], $7::text[],
+				$8::int[], $9::int[], $10::bigint[], $11::bigint[], $12::text[], $13::bigint[])
+			AS u(id, kind, level, payload, max_retries, workers, wids, timeout_s, hb, created, run_at, sched, fire)`,
+		ids, kinds, levels, payloads, retries, workers, wids, timeouts, hbs, created, runAt, scheds, fire)
 }
 
 func insertArgs(p store.TaskInsertParams) []any {

@@ -120,9 +120,23 @@ func testTaskInsert(t *testing.T, ns newStoreFunc) {
 
 	parallel(t, ns, "Many", func(t *testing.T, f *Fixture) {
 		var ps []store.TaskInsertParams
-		for i := range 5 {
+		for i := range 6 {
 			p := f.Params(kindK, f.At(sec(i)))
 			p.Payload = json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
+			switch i { // one batch of every shape of unkeyed task
+			case 1:
+				p.Payload = nil
+			case 2:
+				p.WorkerIDs = []string{"w-a", "w-b"}
+				p.Priority = rota.PriorityHigh
+			case 3:
+				p.RunAt = f.At(sec(90))
+				p.TimeoutSeconds, p.Workers, p.MaxRetries = 7, 2, 5
+			case 4:
+				p.Kind = kindK + "-other"
+			case 5:
+				p.ScheduleID, p.FireTime = "sched-1", f.At(sec(5))
+			}
 			ps = append(ps, p)
 		}
 		res, err := f.Store.TaskInsertMany(f.Ctx(), ps)
