@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"io"
 	"net/http"
 
 	"github.com/spf13/cobra"
@@ -77,34 +78,21 @@ func newKindListCmd(env Env) *cobra.Command {
 }
 
 func newKindGetCmd(env Env) *cobra.Command {
-	o := &apiOpts{env: env}
-	cmd := &cobra.Command{
-		Use:   "get KIND",
-		Short: "Show one kind's settings",
-		Args:  exactArgs("KIND"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.prepare(cmd); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			if o.json() {
-				return o.call(cmd.Context(), c, http.MethodGet, "/api/kinds/"+pathEscape(args[0]), nil)
-			}
-			k, err := c.GetKind(cmd.Context(), args[0])
-			if err != nil {
-				return o.fail(err)
-			}
-			t := newTable(env.Stdout, kindHeader()...)
-			kindRow(t, k)
-			return t.flush()
-		},
-	}
-	addAPIFlags(cmd, o, true)
-	annotateEnv(cmd)
-	return cmd
+	return newOneRefCmd(env, oneRef[*rota.Kind]{
+		Use:    "get KIND",
+		Short:  "Show one kind's settings",
+		Arg:    "KIND",
+		Method: http.MethodGet, Path: refPath("/api/kinds/", ""),
+		Do:   (*rotaclient.Client).GetKind,
+		Show: printKind,
+	})
+}
+
+// printKind prints a kind as one row of the kinds table.
+func printKind(w io.Writer, k *rota.Kind) error {
+	t := newTable(w, kindHeader()...)
+	kindRow(t, k)
+	return t.flush()
 }
 
 func newKindSetCmd(env Env) *cobra.Command {
@@ -179,40 +167,14 @@ func newKindSetCmd(env Env) *cobra.Command {
 }
 
 func newKindPauseCmd(env Env, pause bool) *cobra.Command {
-	o := &apiOpts{env: env}
-	use, short, action := "pause KIND", "Stop handing out a kind's tasks (they are still accepted)", "pause"
+	r := oneRef[*rota.Kind]{
+		Use: "pause KIND", Short: "Stop handing out a kind's tasks (they are still accepted)",
+		Arg: "KIND", Method: http.MethodPost, Path: refPath("/api/kinds/", "/pause"),
+		Do: (*rotaclient.Client).PauseKind, Show: printKind,
+	}
 	if !pause {
-		use, short, action = "resume KIND", "Hand out a paused kind's tasks again", "resume"
+		r.Use, r.Short = "resume KIND", "Hand out a paused kind's tasks again"
+		r.Path, r.Do = refPath("/api/kinds/", "/resume"), (*rotaclient.Client).ResumeKind
 	}
-	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  exactArgs("KIND"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.prepare(cmd); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			if o.json() {
-				return o.call(cmd.Context(), c, http.MethodPost, "/api/kinds/"+pathEscape(args[0])+"/"+action, nil)
-			}
-			f := c.ResumeKind
-			if pause {
-				f = c.PauseKind
-			}
-			k, err := f(cmd.Context(), args[0])
-			if err != nil {
-				return o.fail(err)
-			}
-			t := newTable(env.Stdout, kindHeader()...)
-			kindRow(t, k)
-			return t.flush()
-		},
-	}
-	addAPIFlags(cmd, o, true)
-	annotateEnv(cmd)
-	return cmd
+	return newOneRefCmd(env, r)
 }

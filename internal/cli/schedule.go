@@ -321,31 +321,17 @@ NEXT_FIRE is "-" for a paused or ended schedule, and while a plan waits for its 
 					return "/api/schedules" + rotaclient.ScheduleListParams{Limit: p.Limit, Cursor: cursor}.Encode()
 				})
 			}
-			t := newTable(env.Stdout, scheduleHeader()...)
-			if all {
-				for s, err := range c.AllSchedules(ctx, p) {
+			return printListing(o, listing[rota.Schedule]{
+				header: scheduleHeader(), row: scheduleRow, all: all, each: c.AllSchedules(ctx, p),
+				page: func() ([]rota.Schedule, string, error) {
+					page, err := c.ListSchedules(ctx, p)
 					if err != nil {
-						t.flush()
-						return o.fail(err)
+						return nil, "", err
 					}
-					scheduleRow(t, &s)
-				}
-				return t.flush()
-			}
-			page, err := c.ListSchedules(ctx, p)
-			if err != nil {
-				return o.fail(err)
-			}
-			for i := range page.Schedules {
-				scheduleRow(t, &page.Schedules[i])
-			}
-			if err := t.flush(); err != nil {
-				return err
-			}
-			if page.NextCursor != "" {
-				fmt.Fprintf(env.Stderr, "more: %s --cursor %s\n", cmd.CommandPath(), page.NextCursor)
-			}
-			return nil
+					return page.Schedules, page.NextCursor, nil
+				},
+				more: cmd.CommandPath(),
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -477,32 +463,14 @@ func planSummary(p *rota.PlanSpec, tz string) string {
 }
 
 func newScheduleGetCmd(env Env) *cobra.Command {
-	o := &apiOpts{env: env}
-	cmd := &cobra.Command{
-		Use:   "get SCHEDULE",
-		Short: "Show a schedule (by id or name)",
-		Args:  exactArgs("SCHEDULE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.prepare(cmd); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			if o.json() {
-				return o.call(cmd.Context(), c, http.MethodGet, "/api/schedules/"+pathEscape(args[0]), nil)
-			}
-			s, err := c.GetSchedule(cmd.Context(), args[0])
-			if err != nil {
-				return o.fail(err)
-			}
-			return printSchedule(env.Stdout, s)
-		},
-	}
-	addAPIFlags(cmd, o, true)
-	annotateEnv(cmd)
-	return cmd
+	return newOneRefCmd(env, oneRef[*rota.Schedule]{
+		Use:    "get SCHEDULE",
+		Short:  "Show a schedule (by id or name)",
+		Arg:    "SCHEDULE",
+		Method: http.MethodGet, Path: refPath("/api/schedules/", ""),
+		Do:   (*rotaclient.Client).GetSchedule,
+		Show: printSchedule,
+	})
 }
 
 // printSchedule shows every field of a schedule. The target's header
@@ -558,110 +526,53 @@ func printSchedule(w io.Writer, s *rota.Schedule) error {
 }
 
 func newSchedulePauseCmd(env Env, pause bool) *cobra.Command {
-	o := &apiOpts{env: env}
-	use, short, action := "pause SCHEDULE", "Pause a schedule: it fires nothing until resumed", "pause"
-	long := `Pause a schedule: it fires nothing until resumed. Runs already fired go on.`
+	r := oneRef[*rota.Schedule]{
+		Use:   "pause SCHEDULE",
+		Short: "Pause a schedule: it fires nothing until resumed",
+		Long:  `Pause a schedule: it fires nothing until resumed. Runs already fired go on.`,
+		Arg:   "SCHEDULE", Method: http.MethodPost, Path: refPath("/api/schedules/", "/pause"),
+		Do: (*rotaclient.Client).PauseSchedule, Show: printScheduleRow,
+	}
 	if !pause {
-		use, short, action = "resume SCHEDULE", "Resume a paused schedule", "resume"
-		long = `Resume a paused schedule. Fire times of the pause are not caught up: the
+		r.Use, r.Short = "resume SCHEDULE", "Resume a paused schedule"
+		r.Long = `Resume a paused schedule. Fire times of the pause are not caught up: the
 schedule fires from its next fire time after now on.`
+		r.Path, r.Do = refPath("/api/schedules/", "/resume"), (*rotaclient.Client).ResumeSchedule
 	}
-	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Long:  long,
-		Args:  exactArgs("SCHEDULE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.prepare(cmd); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			if o.json() {
-				return o.call(cmd.Context(), c, http.MethodPost, "/api/schedules/"+pathEscape(args[0])+"/"+action, nil)
-			}
-			f := c.ResumeSchedule
-			if pause {
-				f = c.PauseSchedule
-			}
-			s, err := f(cmd.Context(), args[0])
-			if err != nil {
-				return o.fail(err)
-			}
-			t := newTable(env.Stdout, scheduleHeader()...)
-			scheduleRow(t, s)
-			return t.flush()
-		},
-	}
-	addAPIFlags(cmd, o, true)
-	annotateEnv(cmd)
-	return cmd
+	return newOneRefCmd(env, r)
+}
+
+// printScheduleRow prints a schedule as one row of the schedules table.
+func printScheduleRow(w io.Writer, s *rota.Schedule) error {
+	t := newTable(w, scheduleHeader()...)
+	scheduleRow(t, s)
+	return t.flush()
 }
 
 func newScheduleTriggerCmd(env Env) *cobra.Command {
-	o := &apiOpts{env: env}
-	cmd := &cobra.Command{
+	return newOneRefCmd(env, oneRef[rotaclient.TriggerResult]{
 		Use:   "trigger SCHEDULE",
 		Short: "Fire a schedule once, now, and print the new run's task id",
 		Long: `Fire a schedule once, now, outside its timetable and its policies (even when
 paused), and print the task id of the new run. See it with rota task get.`,
-		Args: exactArgs("SCHEDULE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.prepare(cmd); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			if o.json() {
-				return o.call(cmd.Context(), c, http.MethodPost, "/api/schedules/"+pathEscape(args[0])+"/trigger", nil)
-			}
-			res, err := c.TriggerSchedule(cmd.Context(), args[0])
-			if err != nil {
-				return o.fail(err)
-			}
-			_, err = fmt.Fprintln(env.Stdout, res.TaskID)
-			return err
-		},
-	}
-	addAPIFlags(cmd, o, true)
-	annotateEnv(cmd)
-	return cmd
+		Arg:    "SCHEDULE",
+		Method: http.MethodPost, Path: refPath("/api/schedules/", "/trigger"),
+		Do:   (*rotaclient.Client).TriggerSchedule,
+		Show: func(w io.Writer, res rotaclient.TriggerResult) error { return printLine(w, res.TaskID) },
+	})
 }
 
 func newScheduleDeleteCmd(env Env) *cobra.Command {
-	o := &apiOpts{env: env}
-	cmd := &cobra.Command{
+	return newOneRefCmd(env, oneRef[string]{
 		Use:   "delete SCHEDULE",
 		Short: "Delete a schedule and print its id",
 		Long: `Delete a schedule and print its id. Its queued runs (concurrency policy QUEUE)
 are canceled; its other runs, finished or not, are left as they are.`,
-		Args: exactArgs("SCHEDULE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.prepare(cmd); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			if o.json() {
-				return o.call(cmd.Context(), c, http.MethodDelete, "/api/schedules/"+pathEscape(args[0]), nil)
-			}
-			id, err := c.DeleteSchedule(cmd.Context(), args[0])
-			if err != nil {
-				return o.fail(err)
-			}
-			_, err = fmt.Fprintln(env.Stdout, id)
-			return err
-		},
-	}
-	addAPIFlags(cmd, o, true)
-	annotateEnv(cmd)
-	return cmd
+		Arg:    "SCHEDULE",
+		Method: http.MethodDelete, Path: refPath("/api/schedules/", ""),
+		Do:   (*rotaclient.Client).DeleteSchedule,
+		Show: printLine,
+	})
 }
 
 func newScheduleRunsCmd(env Env) *cobra.Command {
@@ -698,31 +609,18 @@ queued for a concurrency slot (held).`,
 					return "/api/schedules/" + pathEscape(ref) + "/runs" + q.Encode()
 				})
 			}
-			t := newTable(env.Stdout, "TASK", "FIRE_TIME", "ATTEMPT", "STATUS", "REASON", "STARTED", "ENDED", "MESSAGE")
-			if all {
-				for r, err := range c.AllScheduleRuns(ctx, ref, p) {
+			return printListing(o, listing[rota.ScheduleRun]{
+				header: []string{"TASK", "FIRE_TIME", "ATTEMPT", "STATUS", "REASON", "STARTED", "ENDED", "MESSAGE"},
+				row:    scheduleRunRow, all: all, each: c.AllScheduleRuns(ctx, ref, p),
+				page: func() ([]rota.ScheduleRun, string, error) {
+					page, err := c.ListScheduleRuns(ctx, ref, p)
 					if err != nil {
-						t.flush()
-						return o.fail(err)
+						return nil, "", err
 					}
-					scheduleRunRow(t, &r)
-				}
-				return t.flush()
-			}
-			page, err := c.ListScheduleRuns(ctx, ref, p)
-			if err != nil {
-				return o.fail(err)
-			}
-			for i := range page.Runs {
-				scheduleRunRow(t, &page.Runs[i])
-			}
-			if err := t.flush(); err != nil {
-				return err
-			}
-			if page.NextCursor != "" {
-				fmt.Fprintf(env.Stderr, "more: %s %s --cursor %s\n", cmd.CommandPath(), ref, page.NextCursor)
-			}
-			return nil
+					return page.Runs, page.NextCursor, nil
+				},
+				more: cmd.CommandPath() + " " + ref,
+			})
 		},
 	}
 	f := cmd.Flags()

@@ -198,31 +198,17 @@ the command to see the next page goes to standard error; --all lists every page.
 			if o.json() {
 				return o.listJSON(cmd, c, p, all)
 			}
-			t := newTable(env.Stdout, "ID", "KIND", "PRIORITY", "STATUS", "ATTEMPT", "CREATED", "MESSAGE")
-			if all {
-				for task, err := range c.AllTasks(ctx, p) {
+			return printListing(o, listing[rota.Task]{
+				header: taskHeader(), row: taskRow, all: all, each: c.AllTasks(ctx, p),
+				page: func() ([]rota.Task, string, error) {
+					page, err := c.ListTasks(ctx, p)
 					if err != nil {
-						t.flush()
-						return o.fail(err)
+						return nil, "", err
 					}
-					taskRow(t, &task)
-				}
-				return t.flush()
-			}
-			page, err := c.ListTasks(ctx, p)
-			if err != nil {
-				return o.fail(err)
-			}
-			for i := range page.Tasks {
-				taskRow(t, &page.Tasks[i])
-			}
-			if err := t.flush(); err != nil {
-				return err
-			}
-			if page.NextCursor != "" {
-				fmt.Fprintf(env.Stderr, "more: %s --cursor %s\n", cmd.CommandPath(), page.NextCursor)
-			}
-			return nil
+					return page.Tasks, page.NextCursor, nil
+				},
+				more: cmd.CommandPath(),
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -277,37 +263,24 @@ func (o *apiOpts) listJSON(cmd *cobra.Command, c *rotaclient.Client, p rotaclien
 	}
 }
 
+// taskHeader is the header of the tasks table.
+func taskHeader() []string {
+	return []string{"ID", "KIND", "PRIORITY", "STATUS", "ATTEMPT", "CREATED", "MESSAGE"}
+}
+
 func taskRow(t *table, task *rota.Task) {
 	t.row(task.ID, task.Kind, task.Priority, task.Status, task.Attempt, task.CreatedAt, short(task.Message, 60))
 }
 
 func newTaskGetCmd(env Env) *cobra.Command {
-	o := &apiOpts{env: env}
-	cmd := &cobra.Command{
-		Use:   "get TASK_ID",
-		Short: "Show a task and its runs",
-		Args:  exactArgs("TASK_ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.prepare(cmd); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			if o.json() {
-				return o.call(cmd.Context(), c, http.MethodGet, "/api/tasks/"+pathEscape(args[0]), nil)
-			}
-			task, err := c.GetTask(cmd.Context(), args[0])
-			if err != nil {
-				return o.fail(err)
-			}
-			return printTask(env.Stdout, task)
-		},
-	}
-	addAPIFlags(cmd, o, true)
-	annotateEnv(cmd)
-	return cmd
+	return newOneRefCmd(env, oneRef[*rota.Task]{
+		Use:    "get TASK_ID",
+		Short:  "Show a task and its runs",
+		Arg:    "TASK_ID",
+		Method: http.MethodGet, Path: refPath("/api/tasks/", ""),
+		Do:   (*rotaclient.Client).GetTask,
+		Show: printTask,
+	})
 }
 
 // printTask shows every field of a task, then its runs.
@@ -351,67 +324,32 @@ func printTask(w io.Writer, task *rota.Task) error {
 }
 
 func newTaskRunAgainCmd(env Env) *cobra.Command {
-	o := &apiOpts{env: env}
-	cmd := &cobra.Command{
+	return newOneRefCmd(env, oneRef[string]{
 		Use:   "run-again TASK_ID",
 		Short: "Submit a copy of a task and print the new task's id",
 		Long: `Submit a copy of a task (same kind, priority, payload and options, no key, due now)
 and print the new task's id. The original is left as it is.`,
-		Args: exactArgs("TASK_ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.prepare(cmd); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			if o.json() {
-				return o.call(cmd.Context(), c, http.MethodPost, "/api/tasks/run_again/"+pathEscape(args[0]), nil)
-			}
-			id, err := c.RunAgain(cmd.Context(), args[0])
-			if err != nil {
-				return o.fail(err)
-			}
-			_, err = fmt.Fprintln(env.Stdout, id)
-			return err
-		},
-	}
-	addAPIFlags(cmd, o, true)
-	annotateEnv(cmd)
-	return cmd
+		Arg:    "TASK_ID",
+		Method: http.MethodPost, Path: refPath("/api/tasks/run_again/", ""),
+		Do:   (*rotaclient.Client).RunAgain,
+		Show: printLine,
+	})
 }
 
 func newTaskStopCmd(env Env) *cobra.Command {
-	o := &apiOpts{env: env}
-	cmd := &cobra.Command{
+	return newOneRefCmd(env, oneRef[*rota.Task]{
 		Use:   "stop TASK_ID",
 		Short: "Stop (cancel) a task",
 		Long: `Stop a task: a waiting task is CANCELED at once; a running one is asked to stop
 through its workers' next heartbeat and ends CANCELED when they give it up.
 Stopping a finished task fails with exit code 4.`,
-		Args: exactArgs("TASK_ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.prepare(cmd); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			if o.json() {
-				return o.call(cmd.Context(), c, http.MethodPost, "/api/tasks/stop/"+pathEscape(args[0]), nil)
-			}
-			task, err := c.StopTask(cmd.Context(), args[0])
-			if err != nil {
-				return o.fail(err)
-			}
-			t := newTable(env.Stdout, "ID", "KIND", "PRIORITY", "STATUS", "ATTEMPT", "CREATED", "MESSAGE")
+		Arg:    "TASK_ID",
+		Method: http.MethodPost, Path: refPath("/api/tasks/stop/", ""),
+		Do: (*rotaclient.Client).StopTask,
+		Show: func(w io.Writer, task *rota.Task) error {
+			t := newTable(w, taskHeader()...)
 			taskRow(t, task)
 			return t.flush()
 		},
-	}
-	addAPIFlags(cmd, o, true)
-	annotateEnv(cmd)
-	return cmd
+	})
 }

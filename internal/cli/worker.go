@@ -404,35 +404,19 @@ longer than their liveness window) or stopped (asked to stop and holding no runs
 }
 
 func newWorkerStopCmd(env Env) *cobra.Command {
-	o := &apiOpts{env: env}
-	cmd := &cobra.Command{
+	return newOneRefCmd(env, oneRef[*rota.Worker]{
 		Use:   "stop WORKER_ID",
 		Short: "Ask a worker to stop (drain)",
 		Long: `Ask a worker to stop: it gets no more work, learns it at its next claim or
 heartbeat, lets its running tasks finish within its grace period, hands the rest back
 and exits. Exit code 3 if the server never saw that worker.`,
-		Args: exactArgs("WORKER_ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.prepare(cmd); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			if o.json() {
-				return o.call(cmd.Context(), c, http.MethodPost, "/api/workers/"+pathEscape(args[0])+"/stop", nil)
-			}
-			w, err := c.StopWorker(cmd.Context(), args[0])
-			if err != nil {
-				return o.fail(err)
-			}
-			t := newTable(env.Stdout, workerHeader()...)
-			workerRow(t, w)
+		Arg:    "WORKER_ID",
+		Method: http.MethodPost, Path: refPath("/api/workers/", "/stop"),
+		Do: (*rotaclient.Client).StopWorker,
+		Show: func(w io.Writer, wk *rota.Worker) error {
+			t := newTable(w, workerHeader()...)
+			workerRow(t, wk)
 			return t.flush()
 		},
-	}
-	addAPIFlags(cmd, o, true)
-	annotateEnv(cmd)
-	return cmd
+	})
 }
