@@ -425,6 +425,47 @@ func (d *Dispatcher) Complete(ctx context.Context, p store.RunCompleteParams) (*
 	return t, nil
 }
 
+// completeManyConcurrency bounds the reports of one CompleteMany in flight
+// at once: enough to fill the stores' group commits (pgstore groups up to
+// 500 reports, sqlitestore 256 by default), few enough that a huge slice
+// does not start a goroutine per report.
+const completeManyConcurrency = 512
+
+// CompleteMany reports many runs at once. Each report is Complete with its
+// params (same store call, events and wake-ups), and the reports run
+// concurrently, so that the store's group commit settles them together
+// (pgstore and sqlitestore each commit concurrent RunComplete calls in one
+// transaction) instead of paying one commit per run. tasks[i] and errs[i]
+// answer ps[i], with exactly one of them non-nil; one report's failure
+// (rota.ErrLeaseLost, rota.ErrNotFound, ...) does not affect the others.
+// ps should name each run once: two reports of one run race, and which
+// wins is unspecified.
+func (d *Dispatcher) CompleteMany(ctx context.Context, ps []store.RunCompleteParams) (tasks []*rota.Task, errs []error) {
+	tasks = make([]*rota.Task, len(ps))
+	errs = make([]error, len(ps))
+	if len(ps) == 1 {
+		tasks[0], errs[0] = d.Complete(ctx, ps[0])
+		return tasks, errs
+	}
+	var (
+		next atomic.Int64 // the index of the next report to send
+		wg   sync.WaitGroup
+	)
+	for range min(len(ps), completeManyConcurrency) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(ps) {
+					return
+				}
+				tasks[i], errs[i] = d.Complete(ctx, ps[i])
+			}
+		})
+	}
+	wg.Wait()
+	return tasks, errs
+}
+
 // emit hands an event to the configured sink.
 func (d *Dispatcher) emit(ev rota.Event) {
 	if d.cfg.Events != nil {

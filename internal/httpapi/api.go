@@ -40,6 +40,7 @@ const bodySlack = 64 << 10
 // Limits of the API's inputs, documented in docs/api.md.
 const (
 	maxBatch            = 1000        // tasks in one batch submit
+	maxReports          = 1000        // reports in one POST /api/runs/reports
 	maxListLimit        = 1000        // tasks in one page
 	defaultListLimit    = 100         // tasks in a page when limit is absent
 	maxRetriesCap       = 1000        // max_retries
@@ -81,8 +82,9 @@ type Config struct {
 	// "result" value of a success report, in bytes (default
 	// DefaultMaxPayload). A request body may be up to MaxPayload + 64 KiB.
 	MaxPayload int64
-	// MaxBatchBytes is the largest body of POST /api/tasks/batch (default
-	// 16 MiB, at least the single-request body limit).
+	// MaxBatchBytes is the largest body of POST /api/tasks/batch and of
+	// POST /api/runs/reports (default 16 MiB, at least the single-request
+	// body limit).
 	MaxBatchBytes int64
 	// BodyReadTimeout bounds the time a client may take to send a request
 	// body (default 1 minute), so that a stalled upload cannot hold a

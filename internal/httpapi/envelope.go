@@ -32,12 +32,25 @@ func (a *API) writeData(w http.ResponseWriter, r *http.Request, data any) {
 }
 
 // writeError is the one place that maps an error to an HTTP status and an
-// envelope. A *rota.Error in err's chain gives the code, the message and
-// the field; an *http.MaxBytesError is a too-large body; anything else is a
-// fault of the server: 500 with a generic message, the details logged.
+// envelope (through clientError).
 func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	code := rota.ErrorCode(err)
-	var msg, field string
+	code, msg, field := a.clientError(r.Context(), r.Method, r.URL.Path, err)
+	env := envelope{Code: code.Number(), Message: msg}
+	if field != "" {
+		env.Data = fieldData{Field: field}
+	}
+	a.writeEnvelope(w, r, code.HTTPStatus(), env)
+}
+
+// clientError is what a client is told of err, an error met while serving
+// a request (method, path) with context ctx: a whole request's error or
+// one item's of a batch. A *rota.Error in err's chain gives the code, the
+// message and the field; an *http.MaxBytesError is a too-large body;
+// anything else is a fault of the server: internal with a generic
+// message, the details logged (unavailable if ctx ended: the client went
+// away).
+func (a *API) clientError(ctx context.Context, method, path string, err error) (code rota.Code, msg, field string) {
+	code = rota.ErrorCode(err)
 	var re *rota.Error
 	if errors.As(err, &re) {
 		msg, field = re.Message, re.Field
@@ -47,26 +60,22 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &mbe):
 		code, msg, field = rota.CodeTooLarge, tooLargeBody(mbe.Limit).Message, ""
 	case code.HTTPStatus() >= 500 && code != rota.CodeUnavailable:
-		if ctxErr := r.Context().Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
 			// The client went away (or its deadline passed) while the
 			// store worked: not a fault, and nobody reads the answer.
-			a.log.LogAttrs(r.Context(), slog.LevelDebug, "httpapi: request canceled",
-				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+			a.log.LogAttrs(ctx, slog.LevelDebug, "httpapi: request canceled",
+				slog.String("method", method), slog.String("path", path), slog.Any("err", err))
 			code, msg, field = rota.CodeUnavailable, "the request was canceled", ""
 			break
 		}
-		a.log.LogAttrs(context.WithoutCancel(r.Context()), slog.LevelError, "httpapi: internal error",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+		a.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelError, "httpapi: internal error",
+			slog.String("method", method), slog.String("path", path), slog.Any("err", err))
 		code, msg, field = rota.CodeInternal, internalMessage, ""
 	}
 	if msg == "" {
 		msg = string(code)
 	}
-	env := envelope{Code: code.Number(), Message: msg}
-	if field != "" {
-		env.Data = fieldData{Field: field}
-	}
-	a.writeEnvelope(w, r, code.HTTPStatus(), env)
+	return code, msg, field
 }
 
 // writeEnvelope encodes env and writes it with status. The body is encoded

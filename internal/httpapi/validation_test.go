@@ -32,6 +32,15 @@ func TestBadRequests(t *testing.T) {
 	big := `"` + strings.Repeat("x", maxPayload) + `"` // maxPayload+2 bytes of JSON
 	huge := strings.Repeat(" ", maxPayload+bodySlack+1) + "{}"
 	manyTasks := `{"tasks":[` + strings.Repeat(`{"kind":"k","task":1},`, maxBatch) + `{"kind":"k","task":1}]}`
+	// rep builds a body of POST /api/runs/reports by worker w1 from items.
+	rep := func(items ...string) string {
+		return `{"worker_id":"w1","reports":[` + strings.Join(items, ",") + `]}`
+	}
+	runA, runB := `"`+unknownID+`"`, `"`+strings.Repeat("0", 31)+`2"`
+	manyReports := make([]string, maxReports+1)
+	for i := range manyReports {
+		manyReports[i] = fmt.Sprintf(`{"run_id":"%032x","outcome":"release"}`, i+1)
+	}
 	long := func(n int) string { return strings.Repeat("a", n) }
 
 	cases := []struct {
@@ -141,6 +150,30 @@ func TestBadRequests(t *testing.T) {
 		{"fail unknown run", "POST", "/api/runs/{unknown}/fail", `{"worker_id":"w1"}`, "", rota.CodeNotFound, ""},
 		{"fail retry not a bool", "POST", "/api/runs/{run}/fail", `{"worker_id":"w1","retry":"no"}`, "", rota.CodeInvalid, "retry"},
 		{"stop unknown worker", "POST", "/api/workers/nobody/stop", "", "", rota.CodeNotFound, ""},
+		// Batch reports.
+		{"reports without worker_id", "POST", "/api/runs/reports", `{"reports":[{"run_id":` + runA + `,"outcome":"succeed"}]}`, "", rota.CodeInvalid, "worker_id"},
+		{"reports missing", "POST", "/api/runs/reports", `{"worker_id":"w1"}`, "", rota.CodeInvalid, "reports"},
+		{"reports empty", "POST", "/api/runs/reports", rep(), "", rota.CodeInvalid, "reports"},
+		{"reports of 1001", "POST", "/api/runs/reports", rep(manyReports...), "", rota.CodeInvalid, "reports"},
+		{"reports not an array", "POST", "/api/runs/reports", `{"worker_id":"w1","reports":{}}`, "", rota.CodeInvalid, "reports"},
+		{"reports unknown field", "POST", "/api/runs/reports", `{"worker_id":"w1","reports":[],"worker":"w1"}`, "", rota.CodeUnknownField, "worker"},
+		{"report null", "POST", "/api/runs/reports", rep(`null`), "", rota.CodeInvalid, "reports[0]"},
+		{"report without run_id", "POST", "/api/runs/reports", rep(`{"outcome":"succeed"}`), "", rota.CodeInvalid, "reports[0].run_id"},
+		{"report bad run_id", "POST", "/api/runs/reports", rep(`{"run_id":`+runA+`,"outcome":"succeed"}`, `{"run_id":`+runB+`,"outcome":"fail"}`, `{"run_id":"0","outcome":"fail"}`, `{"run_id":"zz","outcome":"fail"}`), "", rota.CodeInvalid, "reports[2].run_id"},
+		{"report run_id a number", "POST", "/api/runs/reports", rep(`{"run_id":1,"outcome":"succeed"}`), "", rota.CodeInvalid, "reports[0].run_id"},
+		{"report run twice", "POST", "/api/runs/reports", rep(`{"run_id":`+runA+`,"outcome":"succeed"}`, `{"run_id":`+runB+`,"outcome":"succeed"}`, `{"run_id":`+runA+`,"outcome":"fail"}`), "", rota.CodeInvalid, "reports[2].run_id"},
+		{"report without outcome", "POST", "/api/runs/reports", rep(`{"run_id":` + runA + `}`), "", rota.CodeInvalid, "reports[0].outcome"},
+		{"report outcome done", "POST", "/api/runs/reports", rep(`{"run_id":`+runA+`,"outcome":"succeed"}`, `{"run_id":`+runB+`,"outcome":"done"}`), "", rota.CodeInvalid, "reports[1].outcome"},
+		{"report outcome in capitals", "POST", "/api/runs/reports", rep(`{"run_id":` + runA + `,"outcome":"SUCCEED"}`), "", rota.CodeInvalid, "reports[0].outcome"},
+		{"report result with fail", "POST", "/api/runs/reports", rep(`{"run_id":` + runA + `,"outcome":"fail","result":{}}`), "", rota.CodeInvalid, "reports[0].result"},
+		{"report result with release", "POST", "/api/runs/reports", rep(`{"run_id":` + runA + `,"outcome":"release","result":1}`), "", rota.CodeInvalid, "reports[0].result"},
+		{"report retry with succeed", "POST", "/api/runs/reports", rep(`{"run_id":` + runA + `,"outcome":"succeed","retry":false}`), "", rota.CodeInvalid, "reports[0].retry"},
+		{"report retry with release", "POST", "/api/runs/reports", rep(`{"run_id":` + runA + `,"outcome":"release","retry":true}`), "", rota.CodeInvalid, "reports[0].retry"},
+		{"report retry not a bool", "POST", "/api/runs/reports", rep(`{"run_id":` + runA + `,"outcome":"fail","retry":"no"}`), "", rota.CodeInvalid, "reports[0].retry"},
+		{"report result too large", "POST", "/api/runs/reports", rep(`{"run_id":` + runA + `,"outcome":"succeed","result":` + big + `}`), "", rota.CodeTooLarge, "reports[0].result"},
+		{"report unknown field", "POST", "/api/runs/reports", rep(`{"run_id":` + runA + `,"outcome":"succeed","worker_id":"w1"}`), "", rota.CodeUnknownField, "reports[0].worker_id"},
+		{"report field twice", "POST", "/api/runs/reports", rep(`{"run_id":` + runA + `,"outcome":"succeed","outcome":"fail"}`), "", rota.CodeMalformed, "reports[0].outcome"},
+		{"GET on reports", "GET", "/api/runs/reports", "", "", rota.CodeMethod, ""},
 		// Kinds.
 		{"unknown kind", "GET", "/api/kinds/never-seen", "", "", rota.CodeNotFound, ""},
 		{"bad kind in path", "GET", "/api/kinds/a%20b", "", "", rota.CodeInvalid, "kind"},

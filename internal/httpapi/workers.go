@@ -22,6 +22,7 @@ func (a *API) mountWorkers(mux *http.ServeMux) {
 	mount(a, mux, "POST /api/runs/{run_id}/succeed", bodyRequired, a.runSucceed)
 	mount(a, mux, "POST /api/runs/{run_id}/fail", bodyRequired, a.runFail)
 	mount(a, mux, "POST /api/runs/{run_id}/release", bodyRequired, a.runRelease)
+	mount(a, mux, "POST /api/runs/reports", bodyRequired, a.runReports)
 }
 
 // claimRequest is the body of POST /api/workers/claim.
@@ -254,6 +255,149 @@ func (a *API) runRelease(ctx context.Context, req *releaseRequest) (*reportRespo
 		return nil, fmt.Errorf("release run: %w", err)
 	}
 	return toReportResponse(t, req.runID), nil
+}
+
+// Outcomes of a report in POST /api/runs/reports.
+const (
+	outcomeSucceed = "succeed"
+	outcomeFail    = "fail"
+	outcomeRelease = "release"
+)
+
+// reportsRequest is the body of POST /api/runs/reports: the reports of
+// many runs of one worker.
+type reportsRequest struct {
+	WorkerID string            `json:"worker_id"`
+	Reports  []json.RawMessage `json:"reports"`
+
+	params []store.RunCompleteParams // set by validate, one per report
+}
+
+// reportItem is one report of POST /api/runs/reports: the body of the
+// single endpoint of its outcome, with the run id.
+type reportItem struct {
+	RunID   string          `json:"run_id"`
+	Outcome string          `json:"outcome"` // succeed, fail or release
+	Message string          `json:"message"`
+	Result  json.RawMessage `json:"result"` // succeed only
+	Retry   *bool           `json:"retry"`  // fail only; default true
+}
+
+func (b *reportsRequest) bodyLimit(a *API) int64 { return a.maxBatchBody }
+
+// validate checks the worker and every report, naming the report at fault
+// (reports[3].run_id): one bad report refuses the request, nothing applied.
+func (b *reportsRequest) validate(a *API) error {
+	if err := checkName("worker_id", b.WorkerID, maxIDLen); err != nil {
+		return err
+	}
+	if n := len(b.Reports); n == 0 || n > maxReports {
+		return rota.Invalid("reports", "must hold 1 to %d reports, got %d", maxReports, n)
+	}
+	b.params = make([]store.RunCompleteParams, len(b.Reports))
+	seen := make(map[string]int, len(b.Reports))
+	for i, raw := range b.Reports {
+		prefix := fmt.Sprintf("reports[%d]", i)
+		var it reportItem
+		if err := decodeStrict(raw, &it, prefix); err != nil {
+			return err
+		}
+		p, err := it.check(a.maxPayload, prefix)
+		if err != nil {
+			return err
+		}
+		if j, dup := seen[it.RunID]; dup {
+			return rota.Invalid(prefix+".run_id", "run %s is already reported by reports[%d]: report a run once", it.RunID, j)
+		}
+		seen[it.RunID] = i
+		p.WorkerID = b.WorkerID
+		b.params[i] = p
+	}
+	return nil
+}
+
+// check validates a report whose fields sit under prefix and returns the
+// completion it stands for (without the worker), as the single endpoint
+// of its outcome would.
+func (it *reportItem) check(maxPayload int64, prefix string) (store.RunCompleteParams, error) {
+	f := func(name string) string { return joinPath(prefix, name) }
+	if err := checkID(f("run_id"), it.RunID); err != nil {
+		return store.RunCompleteParams{}, err
+	}
+	if bytes.Equal(it.Result, []byte("null")) {
+		it.Result = nil
+	}
+	p := store.RunCompleteParams{RunID: it.RunID, Message: truncateMessage(it.Message)}
+	switch it.Outcome {
+	case outcomeSucceed, outcomeFail, outcomeRelease:
+	default:
+		return p, rota.Invalid(f("outcome"), `must be "succeed", "fail" or "release", got %s`, shortQuote(it.Outcome))
+	}
+	if it.Result != nil && it.Outcome != outcomeSucceed {
+		return p, rota.Invalid(f("result"), "is for a succeed report, not %s", it.Outcome)
+	}
+	if it.Retry != nil && it.Outcome != outcomeFail {
+		return p, rota.Invalid(f("retry"), "is for a fail report, not %s", it.Outcome)
+	}
+	switch it.Outcome {
+	case outcomeSucceed:
+		if n := int64(len(it.Result)); n > maxPayload {
+			return p, tooLarge(f("result"), n, maxPayload)
+		}
+		p.Success, p.Result = true, it.Result
+	case outcomeFail:
+		p.Retry = it.Retry == nil || *it.Retry
+	case outcomeRelease:
+		p.Release = true
+	}
+	return p, nil
+}
+
+// reportResult is one item of the data of POST /api/runs/reports: the
+// single endpoint's answer (task_id, status, run_status) or its error.
+type reportResult struct {
+	RunID     string       `json:"run_id"`
+	TaskID    string       `json:"task_id,omitempty"`
+	Status    rota.Status  `json:"status,omitempty"`
+	RunStatus rota.Status  `json:"run_status,omitempty"`
+	Error     *reportError `json:"error,omitempty"`
+}
+
+// reportError is the error of one report: what the single endpoint's
+// envelope would have said.
+type reportError struct {
+	Code    int    `json:"code"` // rota.Code.Number()
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// reportsResponse is the data of POST /api/runs/reports.
+type reportsResponse struct {
+	Results []reportResult `json:"results"` // in the order of the reports
+}
+
+// runReports applies many reports of one worker, each as its single
+// endpoint would (a lost lease or an unknown run fails that report only),
+// concurrently, so that the store commits them together. It answers 200
+// with one result per report, in order, whatever became of each.
+//
+// POST /api/runs/reports
+func (a *API) runReports(ctx context.Context, req *reportsRequest) (*reportsResponse, error) {
+	tasks, errs := a.disp.CompleteMany(ctx, req.params)
+	out := &reportsResponse{Results: make([]reportResult, len(req.params))}
+	for i, p := range req.params {
+		res := &out.Results[i]
+		res.RunID = p.RunID
+		if err := errs[i]; err != nil {
+			code, msg, field := a.clientError(ctx, http.MethodPost, "/api/runs/reports",
+				fmt.Errorf("report run %s: %w", p.RunID, err))
+			res.Error = &reportError{Code: code.Number(), Message: msg, Field: field}
+			continue
+		}
+		r := toReportResponse(tasks[i], p.RunID)
+		res.TaskID, res.Status, res.RunStatus = r.TaskID, r.Status, r.RunStatus
+	}
+	return out, nil
 }
 
 // workersResponse is the data of GET /api/workers.
