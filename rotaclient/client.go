@@ -80,8 +80,8 @@ func New(cfg Config) (*Client, error) {
 	hc := cfg.HTTPClient
 	if hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		// A worker reports and heartbeats each run on its own: keep a
-		// connection per concurrent request, or every request beyond the
+		// A worker heartbeats each run on its own (and reports each alone
+		// from an older server): keep a connection per concurrent request, or every request beyond the
 		// idle pool pays a TCP connect and close (measured: a third of
 		// the CPU of a busy worker at the default of 2, much at 64).
 		tr.MaxIdleConns = 1024

@@ -171,3 +171,135 @@ func (c *Client) Fail(ctx context.Context, runID string, p FailParams) error {
 	}{p.WorkerID, p.Message, !p.NoRetry}
 	return c.Do(ctx, http.MethodPost, "/api/runs/"+escape(runID)+"/fail", in, nil)
 }
+
+// MaxReports is the most reports one Reports call may carry.
+const MaxReports = 1000
+
+// Outcome is how a run ends in a Report.
+type Outcome string
+
+// The outcomes of a Report, as Succeed, Fail and Release report them one by
+// one.
+const (
+	OutcomeSucceed Outcome = "succeed" // the run ends SUCCESS
+	OutcomeFail    Outcome = "fail"    // the run ends FAILED (CANCELED if its stop was requested)
+	OutcomeRelease Outcome = "release" // the run is handed back unfinished (CANCELED, no retry spent)
+)
+
+// Report is the outcome of one run in a Reports call.
+type Report struct {
+	// RunID is the run reported; it must be held by the reporting worker.
+	RunID string
+	// Outcome says how the run ends.
+	Outcome Outcome
+	// Message is recorded on the run and the task; optional.
+	Message string
+	// Result is the task's result, only with OutcomeSucceed: encoded with
+	// encoding/json (a json.RawMessage is sent as is); nil sends none.
+	Result any
+	// NoRetry, only with OutcomeFail, fails the task at once instead of
+	// retrying it.
+	NoRetry bool
+}
+
+// ReportResult is the server's answer to one Report, at the same index.
+type ReportResult struct {
+	RunID string
+	// TaskID, Status and RunStatus are the task's and the run's states
+	// after the report was applied; empty when Err is set.
+	TaskID    string
+	Status    rota.Status
+	RunStatus rota.Status
+	// Err is why this report was not applied, a *rota.Error:
+	// errors.Is(r.Err, rota.ErrLeaseLost) means the run was no longer the
+	// worker's, rota.ErrNotFound that there is no such run. Nil when the
+	// report was applied.
+	Err error
+}
+
+// Reports ends many runs of one worker in one request (POST
+// /api/runs/reports), each as Succeed, Fail or Release would. The server
+// applies each report on its own: the results, one per report in the same
+// order, say which were applied and why the others were not. The returned
+// error is about the whole request, and then nothing was applied: invalid
+// input (a *rota.Error whose Field names the report at fault, e.g.
+// "reports[3].run_id"), the server unavailable, a transport failure. A
+// server too old to have the endpoint answers rota.ErrNotFound. Between 1
+// and MaxReports reports may be sent.
+func (c *Client) Reports(ctx context.Context, workerID string, reports []Report) ([]ReportResult, error) {
+	if len(reports) == 0 || len(reports) > MaxReports {
+		return nil, rota.Invalid("reports", "want 1 to %d reports, got %d", MaxReports, len(reports))
+	}
+	type reportWire struct {
+		RunID   string          `json:"run_id"`
+		Outcome Outcome         `json:"outcome"`
+		Message string          `json:"message,omitempty"`
+		Result  json.RawMessage `json:"result,omitempty"`
+		Retry   *bool           `json:"retry,omitempty"`
+	}
+	in := struct {
+		WorkerID string       `json:"worker_id"`
+		Reports  []reportWire `json:"reports"`
+	}{workerID, make([]reportWire, len(reports))}
+	for i, r := range reports {
+		rw := reportWire{RunID: r.RunID, Outcome: r.Outcome, Message: r.Message}
+		switch {
+		case r.Result != nil && r.Outcome != OutcomeSucceed:
+			return nil, rota.Invalid(fmt.Sprintf("reports[%d].result", i), "a result goes only with outcome %q", OutcomeSucceed)
+		case r.NoRetry && r.Outcome != OutcomeFail:
+			return nil, rota.Invalid(fmt.Sprintf("reports[%d].retry", i), "retry goes only with outcome %q", OutcomeFail)
+		}
+		switch v := r.Result.(type) {
+		case nil:
+		case json.RawMessage:
+			rw.Result = v
+		default:
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, rota.Invalid(fmt.Sprintf("reports[%d].result", i), "encode result: %v", err)
+			}
+			rw.Result = b
+		}
+		if r.Outcome == OutcomeFail {
+			retry := !r.NoRetry
+			rw.Retry = &retry
+		}
+		in.Reports[i] = rw
+	}
+	var out struct {
+		Results []struct {
+			RunID     string      `json:"run_id"`
+			TaskID    string      `json:"task_id"`
+			Status    rota.Status `json:"status"`
+			RunStatus rota.Status `json:"run_status"`
+			Error     *struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+				Field   string `json:"field"`
+			} `json:"error"`
+		} `json:"results"`
+	}
+	const path = "/api/runs/reports"
+	if err := c.Do(ctx, http.MethodPost, path, in, &out); err != nil {
+		return nil, err
+	}
+	if len(out.Results) != len(reports) {
+		return nil, &rota.Error{Code: rota.CodeInternal,
+			Message: fmt.Sprintf("rotaclient: POST %s: %d results for %d reports", path, len(out.Results), len(reports))}
+	}
+	res := make([]ReportResult, len(out.Results))
+	for i, o := range out.Results {
+		res[i] = ReportResult{RunID: o.RunID, TaskID: o.TaskID, Status: o.Status, RunStatus: o.RunStatus}
+		if res[i].RunID == "" {
+			res[i].RunID = reports[i].RunID
+		}
+		if e := o.Error; e != nil {
+			re := &rota.Error{Code: rota.CodeOfNumber(e.Code), Message: e.Message, Field: e.Field}
+			if re.Message == "" {
+				re.Message = fmt.Sprintf("server error %d (%s)", e.Code, re.Code)
+			}
+			res[i].Err = re
+		}
+	}
+	return res, nil
+}

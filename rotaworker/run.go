@@ -303,7 +303,8 @@ func capMessage(s string) string {
 }
 
 // finish reports the outcome of a run whose lease we still hold. err is
-// the handler's result, cause why it was cancelled (nil if it was not).
+// the handler's result, cause why it was cancelled (nil if it was not). It
+// returns once the report is acknowledged or given up.
 func (st *runState) finish(base context.Context, lease time.Time, err error, cause error) {
 	id, runID := st.w.cfg.ID, st.claimed.RunID
 	switch {
@@ -313,9 +314,11 @@ func (st *runState) finish(base context.Context, lease time.Time, err error, cau
 		if st.outputs != nil {
 			result, msg = st.outputs()
 		}
-		st.send(base, lease, "succeed", func(ctx context.Context) error {
-			return st.w.client.Succeed(ctx, runID, rotaclient.SucceedParams{WorkerID: id, Message: capMessage(msg), Result: result})
-		})
+		rep := rotaclient.Report{RunID: runID, Outcome: rotaclient.OutcomeSucceed, Message: capMessage(msg)}
+		if result != nil {
+			rep.Result = result
+		}
+		st.w.rep.report(base, st, lease, rep)
 	case errors.Is(cause, ErrTimeout):
 		// The server ends the run TIMEOUT at its own deadline (a report now
 		// could reach it just before and record FAILED instead).
@@ -328,21 +331,18 @@ func (st *runState) finish(base context.Context, lease time.Time, err error, cau
 			// Hand the run back: another worker takes it at once and the
 			// task's retries are not spent.
 			msg = "worker " + id + " stopped before the run finished: " + msg
-			st.send(base, lease, "release", func(ctx context.Context) error {
-				return st.w.client.Release(ctx, runID, id, capMessage(msg))
-			})
+			st.w.rep.report(base, st, lease, rotaclient.Report{RunID: runID, Outcome: rotaclient.OutcomeRelease, Message: capMessage(msg)})
 			return
 		case errors.Is(cause, ErrTaskStopped):
 			msg = "stopped: " + msg
 		}
-		st.send(base, lease, "fail", func(ctx context.Context) error {
-			return st.w.client.Fail(ctx, runID, rotaclient.FailParams{WorkerID: id, Message: capMessage(msg), NoRetry: noRetry})
-		})
+		st.w.rep.report(base, st, lease, rotaclient.Report{RunID: runID, Outcome: rotaclient.OutcomeFail, Message: capMessage(msg), NoRetry: noRetry})
 	}
 }
 
-// send delivers a report, retrying transport failures until the lease
-// would have lapsed (after that the server has given the run up).
+// send delivers a report with one request of its own, retrying transport
+// failures until the lease would have lapsed (after that the server has
+// given the run up).
 func (st *runState) send(base context.Context, lease time.Time, what string, f func(ctx context.Context) error) {
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(base, 10*time.Second)

@@ -42,6 +42,16 @@
 // /api/workers/{id}/stop) and the cancellation of Run's ctx do the same with
 // Config.Grace as the grace period, after which Run returns.
 // [Worker.StopAndCancel] is a hard stop: handlers are cancelled at once.
+// Either way Run returns only once every run's report was sent.
+//
+// # Reports
+//
+// Outcomes are reported in batches (POST /api/runs/reports): a report made
+// while none is in flight is sent at once, alone; those made while a
+// request is in flight go together in the next one (at most
+// [rotaclient.MaxReports]). A handler's concurrency slot is freed when it
+// returns, before its report is acknowledged. With a server that has no
+// batch endpoint the worker reports each run with a request of its own.
 package rotaworker
 
 import (
@@ -135,6 +145,7 @@ type Worker struct {
 	client *rotaclient.Client
 	cfgErr error // reported by Run
 	log    *slog.Logger
+	rep    *reporter // set by Run before any run starts
 
 	mu       sync.Mutex              // guards the fields below
 	handlers map[string]*kindHandler // written before Run only
@@ -311,6 +322,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 
 	base := context.WithoutCancel(ctx)
+	w.rep = newReporter(w, base)
 	claimCtx, cancelClaims := context.WithCancel(base)
 	defer cancelClaims()
 	go func() {
@@ -331,6 +343,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	loops.Wait()
 	runs.Wait()
+	w.rep.wait()
 	w.log.Info("rotaworker: stopped")
 	return nil
 }

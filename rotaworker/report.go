@@ -1,0 +1,232 @@
+package rotaworker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/rotaclient"
+)
+
+// maxBatchBytes bounds the messages and results of one batch of reports,
+// well under the server's request limit; a single larger report still goes,
+// alone.
+const maxBatchBytes = 4 << 20
+
+// reporter sends the reports of a worker's runs in batches (POST
+// /api/runs/reports), group-commit style: a report made while no request is
+// in flight goes at once, alone; those made while one is in flight wait for
+// it and go together in the next. A server without the batch endpoint
+// switches the worker to one request per report for the rest of its life.
+//
+// Each run's goroutine waits in report until its report is acknowledged or
+// given up, so Run (and Stop) wait for every report as they wait for the
+// runs.
+type reporter struct {
+	// Immutable.
+	w    *Worker
+	base context.Context // Run's context without its cancellation
+
+	flushers sync.WaitGroup // the flush goroutine, for Run to wait for
+
+	mu      sync.Mutex       // guards the fields below
+	queue   []*pendingReport // waiting for the next batch, in arrival order
+	running bool             // a flush goroutine is sending the queue
+	single  bool             // the server has no batch endpoint
+}
+
+func newReporter(w *Worker, base context.Context) *reporter {
+	return &reporter{w: w, base: base}
+}
+
+// pendingReport is one run's report on its way.
+type pendingReport struct {
+	// Immutable.
+	st    *runState
+	rep   rotaclient.Report
+	lease time.Time // retry no later than this: the server gives the run up then
+	size  int       // bytes counted against maxBatchBytes
+
+	// Written by the flush goroutine before it closes done.
+	single bool          // send it with the single-report endpoints
+	done   chan struct{} // closed when the flusher is done with it
+}
+
+// report delivers rep for st and returns when it was acknowledged, refused
+// or given up (logged in each case, as send does).
+func (r *reporter) report(base context.Context, st *runState, lease time.Time, rep rotaclient.Report) {
+	p := &pendingReport{st: st, rep: rep, lease: lease, done: make(chan struct{}),
+		size: 128 + len(rep.RunID) + len(rep.Message)}
+	if raw, ok := rep.Result.(json.RawMessage); ok {
+		p.size += len(raw)
+	}
+	r.mu.Lock()
+	if r.single {
+		r.mu.Unlock()
+		st.sendOne(base, lease, rep)
+		return
+	}
+	r.queue = append(r.queue, p)
+	if !r.running {
+		r.running = true
+		r.flushers.Go(r.flush)
+	}
+	r.mu.Unlock()
+	<-p.done
+	if p.single {
+		st.sendOne(base, lease, rep)
+	}
+}
+
+// wait waits for the flush goroutine to end; call it once no run can
+// report any more.
+func (r *reporter) wait() { r.flushers.Wait() }
+
+// flush sends the queue in batches until it is empty.
+func (r *reporter) flush() {
+	fails := 0 // consecutive failed attempts
+	for {
+		r.mu.Lock()
+		batch := r.take()
+		if len(batch) == 0 {
+			r.running = false
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		retry, stop, err := r.send(batch)
+		if stop {
+			return
+		}
+		if len(retry) == 0 {
+			fails = 0
+			continue
+		}
+		// As send does for one report: retry transport failures with a
+		// backoff, until the lease would have lapsed.
+		fails++
+		d := backoff(fails)
+		keep := retry[:0]
+		for _, p := range retry {
+			if time.Now().Add(d).After(p.lease) {
+				p.st.log.Error("rotaworker: report failed; the server will retry the task when its lease lapses", "report", p.rep.Outcome, "err", err)
+				close(p.done)
+				continue
+			}
+			keep = append(keep, p)
+		}
+		if len(keep) == 0 {
+			continue
+		}
+		r.w.log.Warn("rotaworker: report failed, retrying", "reports", len(keep), "err", err, "retry_in", d)
+		r.mu.Lock()
+		r.queue = append(keep, r.queue...)
+		r.mu.Unlock()
+		time.Sleep(d)
+	}
+}
+
+// take removes the next batch from the queue: at most MaxReports reports
+// and maxBatchBytes (but at least one report). r.mu is held.
+func (r *reporter) take() []*pendingReport {
+	n, size := 0, 0
+	for n < len(r.queue) && n < rotaclient.MaxReports {
+		size += r.queue[n].size
+		if n > 0 && size > maxBatchBytes {
+			break
+		}
+		n++
+	}
+	batch := r.queue[:n:n]
+	r.queue = r.queue[n:]
+	if len(r.queue) == 0 {
+		r.queue = nil // let the backing array go
+	}
+	return batch
+}
+
+// send sends one batch and settles its reports. It returns those to retry
+// after a backoff with the error why, and stop when the server has no batch
+// endpoint (the flusher has then handed every report back and must end).
+func (r *reporter) send(batch []*pendingReport) (retry []*pendingReport, stop bool, err error) {
+	reps := make([]rotaclient.Report, len(batch))
+	for i, p := range batch {
+		reps[i] = p.rep
+	}
+	ctx, cancel := context.WithTimeout(r.base, 10*time.Second)
+	res, err := r.w.client.Reports(ctx, r.w.cfg.ID, reps)
+	cancel()
+	var re *rota.Error
+	switch {
+	case err == nil:
+		for i, p := range batch {
+			if e := res[i].Err; e != nil && errors.As(e, &re) && re.Code == rota.CodeUnavailable {
+				retry, err = append(retry, p), e
+				continue
+			}
+			p.settled(res[i].Err)
+		}
+		return retry, false, err
+	case errors.Is(err, rota.ErrNotFound) || errors.As(err, &re) && re.Code == rota.CodeMethod:
+		// An older server: no batch endpoint. Every report from now on,
+		// and those waiting, go one by one.
+		r.w.log.Info("rotaworker: the server has no batch report endpoint; reporting runs one by one", "err", err)
+		r.mu.Lock()
+		r.single, r.running = true, false
+		rest := r.queue
+		r.queue = nil
+		r.mu.Unlock()
+		for _, p := range append(batch, rest...) {
+			p.handBack()
+		}
+		return nil, true, nil
+	case errors.As(err, &re) && re.Code != rota.CodeUnavailable:
+		// The whole batch was refused and nothing applied (invalid input,
+		// too large, unauthorized...): let each report get its own verdict.
+		r.w.log.Warn("rotaworker: batch report refused; reporting its runs one by one", "reports", len(batch), "err", err)
+		for _, p := range batch {
+			p.handBack()
+		}
+		return nil, false, nil
+	}
+	return batch, false, err
+}
+
+// settled logs the server's verdict on the report, as send does, and
+// releases its run.
+func (p *pendingReport) settled(err error) {
+	switch {
+	case err == nil:
+	case errors.Is(err, rota.ErrLeaseLost):
+		p.st.log.Info("rotaworker: report refused: the run is no longer this worker's", "report", p.rep.Outcome, "err", err)
+	default:
+		p.st.log.Error("rotaworker: report refused", "report", p.rep.Outcome, "err", err)
+	}
+	close(p.done)
+}
+
+// handBack returns the report to its run, to send with the single-report
+// endpoints.
+func (p *pendingReport) handBack() {
+	p.single = true
+	close(p.done)
+}
+
+// sendOne delivers rep with its single-report endpoint (the protocol before
+// batches), retrying as send does.
+func (st *runState) sendOne(base context.Context, lease time.Time, rep rotaclient.Report) {
+	id := st.w.cfg.ID
+	st.send(base, lease, string(rep.Outcome), func(ctx context.Context) error {
+		switch rep.Outcome {
+		case rotaclient.OutcomeSucceed:
+			return st.w.client.Succeed(ctx, rep.RunID, rotaclient.SucceedParams{WorkerID: id, Message: rep.Message, Result: rep.Result})
+		case rotaclient.OutcomeRelease:
+			return st.w.client.Release(ctx, rep.RunID, id, rep.Message)
+		default:
+			return st.w.client.Fail(ctx, rep.RunID, rotaclient.FailParams{WorkerID: id, Message: rep.Message, NoRetry: rep.NoRetry})
+		}
+	})
+}
