@@ -67,6 +67,7 @@ type caseSpec struct {
 	Scenario string `json:"scenario"` // submit-single, submit-batch, e2e, latency, delayed
 	Variant  string `json:"variant"`  // how the system is set up, for the table
 	Raw      bool   `json:"raw"`      // Rota: the raw-HTTP worker loop instead of rotaworker
+	Batch    bool   `json:"batch"`    // Rota, raw: one POST /api/runs/reports per claim instead of one report per task
 	Workers  int    `json:"workers"`  // River: MaxWorkers of the queue (0: insert-only client)
 	Tuned    bool   `json:"tuned"`    // River: FetchCooldown 1 ms, FetchPollInterval 50 ms
 	Schema   string `json:"schema"`   // fresh for each run
@@ -114,6 +115,8 @@ func cases(p params, scenarios, systems map[string]bool) []caseSpec {
 	}
 	add(caseSpec{System: "rota", Scenario: "e2e", Raw: true,
 		Variant: fmt.Sprintf("raw HTTP worker, %d loops × claim max 100", p.RawLoops)})
+	add(caseSpec{System: "rota", Scenario: "e2e", Raw: true, Batch: true,
+		Variant: fmt.Sprintf("raw HTTP worker, %d loops × claim max 100, batch reports", p.RawLoops)})
 	add(caseSpec{System: "rota", Scenario: "e2e", Variant: sdk})
 	for _, tuned := range []bool{false, true} {
 		for _, n := range []int{100, 1000} {

@@ -156,7 +156,7 @@ func runRota(ctx context.Context, bin string, spec caseSpec, admin *pgxpool.Pool
 		res.Metrics, err = r.submit(ctx, spec.P.BatchSize, spec.P.BatchTasks)
 	case "e2e":
 		if spec.Raw {
-			res.Metrics, err = r.e2eRaw(ctx)
+			res.Metrics, err = r.e2eRaw(ctx, spec.Batch)
 		} else {
 			res.Metrics, err = r.e2eSDK(ctx)
 		}
@@ -259,9 +259,10 @@ func (r *rotaRun) insertAll(ctx context.Context, n int) error {
 
 // e2eRaw: a minimal worker over the raw HTTP protocol. Each of p.RawLoops
 // loops claims up to 100 tasks (long-polling 10 s), reports each a success
-// (all of a claim's reports at once), and claims again. A task counts as
-// done when its success is acknowledged (committed).
-func (r *rotaRun) e2eRaw(ctx context.Context) ([]metric, error) {
+// (all of a claim's reports at once: one request per task, or with batch
+// one POST /api/runs/reports for the whole claim), and claims again. A
+// task counts as done when its success is acknowledged (committed).
+func (r *rotaRun) e2eRaw(ctx context.Context, batch bool) ([]metric, error) {
 	n := r.p.E2ETasks
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 4096, 4096
@@ -291,6 +292,34 @@ func (r *rotaRun) e2eRaw(ctx context.Context) ([]metric, error) {
 					if wctx.Err() == nil {
 						fail(err)
 						time.Sleep(100 * time.Millisecond)
+					}
+					continue
+				}
+				if batch && len(claimed.Tasks) > 0 {
+					reports := make([]map[string]any, len(claimed.Tasks))
+					for i, t := range claimed.Tasks {
+						reports[i] = map[string]any{"run_id": t.RunID, "outcome": "succeed"}
+					}
+					var out struct {
+						Results []struct {
+							RunID string          `json:"run_id"`
+							Error json.RawMessage `json:"error"`
+						} `json:"results"`
+					}
+					if err := postJSON(wctx, hc, r.url+"/api/runs/reports", map[string]any{"worker_id": id, "reports": reports}, &out); err != nil {
+						if wctx.Err() == nil {
+							fail(err)
+						}
+						continue
+					}
+					for _, res := range out.Results {
+						if len(res.Error) > 0 {
+							fail(fmt.Errorf("report of run %s: %s", res.RunID, res.Error))
+							continue
+						}
+						if done.Add(1) == int64(n) {
+							close(finished)
+						}
 					}
 					continue
 				}
