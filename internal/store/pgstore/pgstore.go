@@ -169,6 +169,8 @@ type Store struct {
 	completersDone sync.WaitGroup
 
 	analyzerDone chan struct{} // closed when the analyzer (analyze.go) has stopped
+
+	knownKinds sync.Map // kind name → struct{}: kinds whose row exists (rows are never deleted)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -340,7 +342,13 @@ type txn struct {
 	// group, when set, collects the writes of runs and tasks ending runs
 	// instead of queueing a statement for each (complete.go).
 	group *groupWrites
+	// committed runs after COMMIT succeeded (afterCommit).
+	committed []func()
 }
+
+// afterCommit runs fn once the transaction has committed (not if it rolls
+// back, nor for an attempt that is run again).
+func (t *txn) afterCommit(fn func()) { t.committed = append(t.committed, fn) }
 
 // queue adds a statement to the next flush. Attach a callback (Exec,
 // QueryRow, Query) to see its result; callbacks run during the flush, in
@@ -463,6 +471,9 @@ func (s *Store) txOnce(ctx context.Context, fn func(t *txn) error) error {
 		return err
 	}
 	s.post(t.notes)
+	for _, fn := range t.committed {
+		fn()
+	}
 	return ferr
 }
 
