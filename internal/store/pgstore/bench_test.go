@@ -3,6 +3,8 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +21,8 @@ import (
 // must not depend on the depth, since a claim reads only the head of an
 // index range. Tasks are bulk-loaded with INSERT ... SELECT generate_series
 // (depth + b.N of them, so the queue never gets shallower than depth), then
-// VACUUM ANALYZE and CHECKPOINT. The benchmark logs EXPLAIN (ANALYZE, BUFFERS) of the
+// VACUUM ANALYZE and CHECKPOINT. The benchmark logs (and, with
+// ROTA_EXPLAIN_DIR set, writes to that folder) EXPLAIN (ANALYZE, BUFFERS) of the
 // claim's candidate query after the claims, with the custom plan (what the
 // first executions use) and the generic plan (what a prepared statement may
 // switch to).
@@ -72,7 +75,16 @@ func BenchmarkClaimDeepQueue(b *testing.B) {
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "claims/s")
 			b.StopTimer()
 			if b.N >= 100 {
-				b.Logf("depth %d after %d claims:\n%s", depth, b.N, explainClaim(b, conn, schema, now.UnixMilli()))
+				plans := explainClaim(b, conn, schema, now.UnixMilli())
+				b.Logf("depth %d after %d claims:\n%s", depth, b.N, plans)
+				// The log above may be cut short; ROTA_EXPLAIN_DIR keeps
+				// the whole plans in a file.
+				if dir := os.Getenv("ROTA_EXPLAIN_DIR"); dir != "" {
+					name := filepath.Join(dir, fmt.Sprintf("claim-explain-depth-%d.txt", depth))
+					if err := os.WriteFile(name, []byte(plans), 0o644); err != nil {
+						b.Error(err)
+					}
+				}
 			}
 		})
 	}
