@@ -93,7 +93,15 @@ func (s *Store) analyzeYoung(ctx context.Context) ([]string, error) {
 	if len(due) == 0 {
 		return nil, nil
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	// On a connection of its own: ANALYZE of a large table takes a good
+	// fraction of a second, which the pool's few connections should not
+	// give up.
+	conn, err := pgx.ConnectConfig(ctx, s.connCfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		var got bool
 		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtext('rota.analyze'), hashtext($1))`,
 			s.cfg.Schema).Scan(&got); err != nil {
