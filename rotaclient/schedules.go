@@ -304,24 +304,14 @@ func (c *Client) ListSchedules(ctx context.Context, p ScheduleListParams) (*Sche
 // of p.Limit as the loop goes (starting at p.Cursor). An error ends the
 // iteration after being yielded once with a zero Schedule.
 func (c *Client) AllSchedules(ctx context.Context, p ScheduleListParams) iter.Seq2[rota.Schedule, error] {
-	return func(yield func(rota.Schedule, error) bool) {
-		for {
-			page, err := c.ListSchedules(ctx, p)
-			if err != nil {
-				yield(rota.Schedule{}, err)
-				return
-			}
-			for _, s := range page.Schedules {
-				if !yield(s, nil) {
-					return
-				}
-			}
-			if page.NextCursor == "" || page.NextCursor == p.Cursor {
-				return
-			}
-			p.Cursor = page.NextCursor
+	return allPages(p.Cursor, func(cursor string) ([]rota.Schedule, string, error) {
+		p.Cursor = cursor
+		page, err := c.ListSchedules(ctx, p)
+		if err != nil {
+			return nil, "", err
 		}
-	}
+		return page.Schedules, page.NextCursor, nil
+	})
 }
 
 // ScheduleUpdate changes a schedule; nil fields are left as they are. A
@@ -522,24 +512,14 @@ func (c *Client) ListScheduleRuns(ctx context.Context, ref string, p ScheduleRun
 // newest fire first, fetching pages as the loop goes. An error ends the
 // iteration after being yielded once with a zero ScheduleRun.
 func (c *Client) AllScheduleRuns(ctx context.Context, ref string, p ScheduleRunsParams) iter.Seq2[rota.ScheduleRun, error] {
-	return func(yield func(rota.ScheduleRun, error) bool) {
-		for {
-			page, err := c.ListScheduleRuns(ctx, ref, p)
-			if err != nil {
-				yield(rota.ScheduleRun{}, err)
-				return
-			}
-			for _, r := range page.Runs {
-				if !yield(r, nil) {
-					return
-				}
-			}
-			if page.NextCursor == "" || page.NextCursor == p.Cursor {
-				return
-			}
-			p.Cursor = page.NextCursor
+	return allPages(p.Cursor, func(cursor string) ([]rota.ScheduleRun, string, error) {
+		p.Cursor = cursor
+		page, err := c.ListScheduleRuns(ctx, ref, p)
+		if err != nil {
+			return nil, "", err
 		}
-	}
+		return page.Runs, page.NextCursor, nil
+	})
 }
 
 // fireTimes decodes the data of /next and /preview.

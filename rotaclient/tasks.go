@@ -226,24 +226,14 @@ func (c *Client) ListTasks(ctx context.Context, p ListParams) (*TaskPage, error)
 //		...
 //	}
 func (c *Client) AllTasks(ctx context.Context, p ListParams) iter.Seq2[rota.Task, error] {
-	return func(yield func(rota.Task, error) bool) {
-		for {
-			page, err := c.ListTasks(ctx, p)
-			if err != nil {
-				yield(rota.Task{}, err)
-				return
-			}
-			for _, t := range page.Tasks {
-				if !yield(t, nil) {
-					return
-				}
-			}
-			if page.NextCursor == "" || page.NextCursor == p.Cursor {
-				return
-			}
-			p.Cursor = page.NextCursor
+	return allPages(p.Cursor, func(cursor string) ([]rota.Task, string, error) {
+		p.Cursor = cursor
+		page, err := c.ListTasks(ctx, p)
+		if err != nil {
+			return nil, "", err
 		}
-	}
+		return page.Tasks, page.NextCursor, nil
+	})
 }
 
 // RunAgain submits a copy of a task as a new task and returns the new id
@@ -285,4 +275,30 @@ type UpdateParams struct {
 // task gives an error matching rota.ErrConflict.
 func (c *Client) UpdateTask(ctx context.Context, id string, p UpdateParams) (*rota.Task, error) {
 	return c.taskCall(ctx, http.MethodPatch, "/api/tasks/"+escape(id), p)
+}
+
+// allPages iterates over the items of a paged listing from cursor on,
+// fetching each page as the loop reaches it. An error ends the iteration
+// after being yielded once with a zero item.
+func allPages[T any](cursor string, fetch func(cursor string) (items []T, next string, err error)) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		cursor := cursor // each range over the sequence starts afresh
+		for {
+			items, next, err := fetch(cursor)
+			if err != nil {
+				var zero T
+				yield(zero, err)
+				return
+			}
+			for _, v := range items {
+				if !yield(v, nil) {
+					return
+				}
+			}
+			if next == "" || next == cursor {
+				return
+			}
+			cursor = next
+		}
+	}
 }
