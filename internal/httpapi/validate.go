@@ -75,6 +75,23 @@ func checkPriority(field string, s *string) (rota.Priority, error) {
 	return p, nil
 }
 
+// reservedWorkerPrefix starts the ids of the workers Rota runs itself
+// (rota.HTTPWorkerID): no client may claim, report, pin tasks or stop
+// workers under such an id.
+const reservedWorkerPrefix = "rota:"
+
+// checkWorkerID checks a worker id given by a client: a name, and not one
+// of Rota's own.
+func checkWorkerID(field, id string) error {
+	if err := checkName(field, id, maxIDLen); err != nil {
+		return err
+	}
+	if strings.HasPrefix(id, reservedWorkerPrefix) {
+		return rota.Invalid(field, "%q is reserved: ids starting with %q name Rota's own workers", id, reservedWorkerPrefix)
+	}
+	return nil
+}
+
 // checkWorkerIDs checks a list of worker ids and drops duplicates, keeping
 // the first of each.
 func checkWorkerIDs(field string, ids []string) ([]string, error) {
@@ -84,7 +101,7 @@ func checkWorkerIDs(field string, ids []string) ([]string, error) {
 	out := make([]string, 0, len(ids))
 	seen := make(map[string]bool, len(ids))
 	for i, id := range ids {
-		if err := checkName(fmt.Sprintf("%s[%d]", field, i), id, maxIDLen); err != nil {
+		if err := checkWorkerID(fmt.Sprintf("%s[%d]", field, i), id); err != nil {
 			return nil, err
 		}
 		if !seen[id] {

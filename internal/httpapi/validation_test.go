@@ -132,6 +132,12 @@ func TestBadRequests(t *testing.T) {
 		{"patch priority urgent", "PATCH", "/api/tasks/{finished}", `{"priority":"urgent"}`, "", rota.CodeInvalid, "priority"},
 		{"patch heartbeat 0", "PATCH", "/api/tasks/{finished}", `{"heartbeat_timeout_seconds":0}`, "", rota.CodeInvalid, "heartbeat_timeout_seconds"},
 		{"patch empty worker id", "PATCH", "/api/tasks/{finished}", `{"worker_ids":[""]}`, "", rota.CodeInvalid, "worker_ids[0]"},
+		// Ids starting with "rota:" name Rota's own workers (its HTTP executor).
+		{"reserved pinned worker", "POST", "/api/tasks", `{"kind":"a","task":1,"worker_ids":["w1","rota:http"]}`, "", rota.CodeInvalid, "worker_ids[1]"},
+		{"reserved claiming worker", "POST", "/api/workers/claim", `{"worker_id":"rota:http","kinds":["a"]}`, "", rota.CodeInvalid, "worker_id"},
+		{"reserved reporting worker", "POST", "/api/runs/{run}/succeed", `{"worker_id":"rota:x"}`, "", rota.CodeInvalid, "worker_id"},
+		{"reserved batch reporter", "POST", "/api/runs/reports", `{"worker_id":"rota:http","reports":[{"run_id":"{run}","outcome":"release"}]}`, "", rota.CodeInvalid, "worker_id"},
+		{"reserved worker stopped", "POST", "/api/workers/rota:http/stop", ``, "", rota.CodeInvalid, "id"},
 		// Worker protocol.
 		{"claim without worker_id", "POST", "/api/workers/claim", `{"kinds":["a"]}`, "", rota.CodeInvalid, "worker_id"},
 		{"claim worker_id too long", "POST", "/api/workers/claim", `{"worker_id":"` + long(257) + `","kinds":["a"]}`, "", rota.CodeInvalid, "worker_id"},

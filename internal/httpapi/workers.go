@@ -43,7 +43,7 @@ func (c *claimRequest) readRequest(r *http.Request) error {
 }
 
 func (c *claimRequest) validate(*API) error {
-	if err := checkName("worker_id", c.WorkerID, maxIDLen); err != nil {
+	if err := checkWorkerID("worker_id", c.WorkerID); err != nil {
 		return err
 	}
 	kinds, err := checkKinds("kinds", c.Kinds)
@@ -108,7 +108,7 @@ func (r *runRequest) readRequest(hr *http.Request) error {
 }
 
 func (r *runRequest) validate(*API) error {
-	return checkName("worker_id", r.WorkerID, maxIDLen)
+	return checkWorkerID("worker_id", r.WorkerID)
 }
 
 // heartbeatRequest is the body of POST /api/runs/{run_id}/heartbeat.
@@ -288,7 +288,7 @@ func (b *reportsRequest) bodyLimit(a *API) int64 { return a.maxBatchBody }
 // validate checks the worker and every report, naming the report at fault
 // (reports[3].run_id): one bad report refuses the request, nothing applied.
 func (b *reportsRequest) validate(a *API) error {
-	if err := checkName("worker_id", b.WorkerID, maxIDLen); err != nil {
+	if err := checkWorkerID("worker_id", b.WorkerID); err != nil {
 		return err
 	}
 	if n := len(b.Reports); n == 0 || n > maxReports {
@@ -427,7 +427,7 @@ type workerIDRequest struct {
 
 func (w *workerIDRequest) readRequest(r *http.Request) error {
 	w.id = r.PathValue("id")
-	return checkName("id", w.id, maxIDLen)
+	return checkWorkerID("id", w.id)
 }
 
 // workerStop asks a worker to drain: its claims get no more work and
