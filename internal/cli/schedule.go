@@ -567,7 +567,8 @@ func newScheduleDeleteCmd(env Env) *cobra.Command {
 		Use:   "delete SCHEDULE",
 		Short: "Delete a schedule and print its id",
 		Long: `Delete a schedule and print its id. Its queued runs (concurrency policy QUEUE)
-are canceled; its other runs, finished or not, are left as they are.`,
+are canceled, and so are the runs of a schedule with --target-url that have not
+started; its other runs, finished or not, are left as they are.`,
 		Arg:    "SCHEDULE",
 		Method: http.MethodDelete, Path: refPath("/api/schedules/", ""),
 		Do:   (*rotaclient.Client).DeleteSchedule,

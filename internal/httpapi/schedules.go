@@ -552,8 +552,9 @@ func (a *API) scheduleUpdate(ctx context.Context, req *updateScheduleRequest) (*
 	return toScheduleJSON(s), nil
 }
 
-// scheduleDelete deletes a schedule; its held runs are canceled, its other
-// runs are left as they are.
+// scheduleDelete deletes a schedule; its held runs, and the unstarted runs
+// of a schedule with a target, are canceled; its other runs are left as
+// they are.
 //
 // DELETE /api/schedules/{id}
 func (a *API) scheduleDelete(ctx context.Context, req *scheduleRef) (*scheduleIDResponse, error) {

@@ -449,8 +449,10 @@ type ScheduleStore interface {
 	ScheduleUpdate(ctx context.Context, p ScheduleUpdateParams) (*rota.Schedule, error)
 
 	// ScheduleDelete deletes a schedule. Its held runs (queued, never
-	// started) end CANCELED; other runs stay as they are, and its runs
-	// stay listed by ScheduleRuns. rota.ErrNotFound for an unknown schedule.
+	// started) end CANCELED, and so do the unstarted (SCHEDULED) runs of a
+	// schedule with a target, which only the HTTP executor could run; other
+	// runs stay as they are, and its runs stay listed by ScheduleRuns.
+	// rota.ErrNotFound for an unknown schedule.
 	ScheduleDelete(ctx context.Context, p ScheduleDeleteParams) error
 
 	// ScheduleLoad returns the schedules whose configuration changed (were

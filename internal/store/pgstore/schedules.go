@@ -302,6 +302,13 @@ func (s *Store) ScheduleDelete(ctx context.Context, p store.ScheduleDeleteParams
 		t.queue(`UPDATE tasks SET status = 'CANCELED', avail = false, held = false, end_time = $1,
 				message = 'canceled: the schedule was deleted before the run was released', updated_at = $1
 			WHERE schedule_id = $2 AND schedule_id <> '' AND held AND NOT done`, now, p.ID)
+		// Runs of a target schedule that never started: only Rota's HTTP
+		// executor may run them, and it runs the kinds of live target
+		// schedules only, so they would wait for ever.
+		t.queue(`UPDATE tasks SET status = 'CANCELED', avail = false, end_time = $1,
+				message = 'canceled: the schedule was deleted before its HTTP target was called', updated_at = $1
+			WHERE schedule_id = $2 AND schedule_id <> '' AND status = 'SCHEDULED' AND worker_ids = $3::text[]`,
+			now, p.ID, []string{rota.HTTPWorkerID})
 		if err := t.flush(ctx); err != nil {
 			return fmt.Errorf("delete schedule %s: %w", p.ID, err)
 		}

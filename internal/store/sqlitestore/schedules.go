@@ -262,6 +262,15 @@ func (s *Store) ScheduleDelete(ctx context.Context, p store.ScheduleDeleteParams
 			WHERE schedule_id = ? AND held = 1 AND done = 0`, now, now, p.ID); err != nil {
 			return fmt.Errorf("sqlitestore: cancel held runs of %s: %w", p.ID, err)
 		}
+		// Runs of a target schedule that never started: only Rota's HTTP
+		// executor may run them, and it runs the kinds of live target
+		// schedules only, so they would wait for ever.
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'CANCELED', done = 1, avail = 0, end_time = ?,
+			message = 'canceled: the schedule was deleted before its HTTP target was called', updated_at = ?
+			WHERE schedule_id = ? AND status = 'SCHEDULED' AND worker_ids = ?`,
+			now, now, p.ID, workerIDsValue([]string{rota.HTTPWorkerID})); err != nil {
+			return fmt.Errorf("sqlitestore: cancel target runs of %s: %w", p.ID, err)
+		}
 		return nil
 	})
 }

@@ -187,6 +187,34 @@ func testScheduleCRUD(t *testing.T, ns newStoreFunc) {
 		}
 	})
 
+	parallelSched(t, ns, "DeleteCancelsUnstartedTargetRuns", func(t *testing.T, f *schedFixture) {
+		sc := f.newSchedule("a", f.At(0))
+		sc.Target = &rota.Target{URL: "http://x.test"}
+		s := f.insertSchedule(sc, f.At(0))
+		started, waiting := f.NewTaskID(f.At(0)), f.NewTaskID(f.At(0))
+		res := f.fire(s.ID, s.Version, f.At(sec(5)), func(st store.ScheduleRunState) (store.ScheduleDecision, error) {
+			return store.ScheduleDecision{State: st.Schedule.ScheduleState, Runs: []store.ScheduleRunInsert{
+				{TaskID: started, FireTime: f.At(sec(5)), Attempt: 1},
+			}}, nil
+		})
+		must(t, "fire", res.Err)
+		if c := f.ClaimOne(rota.HTTPWorkerID, f.At(sec(6)), kindK); c.TaskID != started {
+			t.Fatalf("claimed %s, want %s", c.TaskID, started)
+		}
+		res = f.fire(s.ID, res.Schedule.Version, f.At(sec(10)), func(st store.ScheduleRunState) (store.ScheduleDecision, error) {
+			return store.ScheduleDecision{State: st.Schedule.ScheduleState, Runs: []store.ScheduleRunInsert{
+				{TaskID: waiting, FireTime: f.At(sec(10)), Attempt: 1},
+			}}, nil
+		})
+		must(t, "fire", res.Err)
+		hand := f.Params(kindK, f.At(sec(10))) // a task of the same kind, not the schedule's
+		f.Insert(hand)
+		must(t, "ScheduleDelete", f.ss.ScheduleDelete(f.Ctx(), store.ScheduleDeleteParams{ID: s.ID, Now: f.At(sec(11))}))
+		wantStatus(t, f.Get(waiting), rota.StatusCanceled)  // only the executor could have run it
+		wantStatus(t, f.Get(started), rota.StatusRunning)   // its call is under way: it ends as it ends
+		wantStatus(t, f.Get(hand.ID), rota.StatusScheduled) // not the schedule's
+	})
+
 	parallelSched(t, ns, "List", func(t *testing.T, f *schedFixture) {
 		var want []string
 		for i := range 5 {
