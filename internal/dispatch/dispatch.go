@@ -357,12 +357,16 @@ func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaim
 // releaseAbandoned releases runs granted to a claim whose caller is gone:
 // they end CANCELED, cost no attempt, and their tasks are claimable again.
 func (d *Dispatcher) releaseAbandoned(ctx context.Context, worker string, runs []rota.ClaimedRun) {
-	for _, run := range runs {
-		_, err := d.Complete(ctx, store.RunCompleteParams{RunID: run.RunID, WorkerID: worker, Release: true,
-			Message: "released: the claim's caller went away before it got the task"})
+	ps := make([]store.RunCompleteParams, len(runs))
+	for i, run := range runs {
+		ps[i] = store.RunCompleteParams{RunID: run.RunID, WorkerID: worker, Release: true,
+			Message: "released: the claim's caller went away before it got the task"}
+	}
+	_, errs := d.CompleteMany(ctx, ps)
+	for i, err := range errs {
 		if err != nil {
 			// Its lease will lapse and the reaper will take it back.
-			d.cfg.Logger.Warn("dispatch: release an abandoned claim", "run", run.RunID, "err", err)
+			d.cfg.Logger.Warn("dispatch: release an abandoned claim", "run", runs[i].RunID, "err", err)
 		}
 	}
 }
