@@ -105,6 +105,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -344,6 +345,31 @@ type txn struct {
 	group *groupWrites
 	// committed runs after COMMIT succeeded (afterCommit).
 	committed []func()
+	// knownKinds is the store's set of kinds whose row exists (upsertKinds).
+	knownKinds *sync.Map
+}
+
+// upsertKinds queues the creation of the rows of kinds (claims lock a
+// kind's row), unless this store has seen them stored: kind rows are
+// never deleted, so a kind it knows needs no statement.
+func (t *txn) upsertKinds(kinds []string) {
+	var missing []string
+	for _, k := range kinds {
+		if _, known := t.knownKinds.Load(k); !known {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	slices.Sort(missing) // one lock order for concurrent upserts
+	missing = slices.Compact(missing)
+	t.queue(`INSERT INTO kinds (name) SELECT unnest($1::text[]) ON CONFLICT (name) DO NOTHING`, missing)
+	t.afterCommit(func() {
+		for _, k := range missing {
+			t.knownKinds.Store(k, struct{}{})
+		}
+	})
 }
 
 // afterCommit runs fn once the transaction has committed (not if it rolls
@@ -457,7 +483,7 @@ func (s *Store) txOnce(ctx context.Context, fn func(t *txn) error) error {
 			_, _ = conn.Exec(rctx, "ROLLBACK")
 		}
 	}()
-	t := &txn{conn: conn, b: &pgx.Batch{}}
+	t := &txn{conn: conn, b: &pgx.Batch{}, knownKinds: &s.knownKinds}
 	t.queue("BEGIN")
 	ferr := fn(t)
 	var k keepError

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -685,10 +684,7 @@ const insertRunsSQL = `INSERT INTO tasks (id, kind, level, payload, status, avai
 
 // queueRuns queues the insert of the runs of w into inserted (by task id).
 func queueRuns(t *txn, w *fireRows, inserted func(id string)) {
-	if len(w.kinds) > 0 {
-		slices.Sort(w.kinds)
-		t.queue(`INSERT INTO kinds (name) SELECT unnest($1::text[]) ON CONFLICT (name) DO NOTHING`, w.kinds)
-	}
+	t.upsertKinds(w.kinds)
 	if len(w.runID) == 0 {
 		return
 	}

@@ -206,25 +206,11 @@ func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams)
 	out := make([]store.TaskInsertResult, len(ps))
 	err := s.tx(ctx, "insert tasks", func(t *txn) error {
 		clear(out)
-		// Every kind needs its row (claims lock it). Kind rows are never
-		// deleted, so a kind this store has seen stored needs no upsert:
-		// a statement per submit saved.
-		var kinds []string
-		seen := map[string]bool{}
-		for _, p := range ps {
-			if _, known := s.knownKinds.Load(p.Kind); !known && !seen[p.Kind] {
-				seen[p.Kind] = true
-				kinds = append(kinds, p.Kind)
-			}
+		kinds := make([]string, len(ps))
+		for i, p := range ps {
+			kinds[i] = p.Kind
 		}
-		if len(kinds) > 0 {
-			t.queue(`INSERT INTO kinds (name) SELECT unnest($1::text[]) ORDER BY 1 ON CONFLICT (name) DO NOTHING`, kinds)
-			t.afterCommit(func() {
-				for _, k := range kinds {
-					s.knownKinds.Store(k, struct{}{})
-				}
-			})
-		}
+		t.upsertKinds(kinds)
 		inserted := make([]bool, len(ps))
 		keyed := false
 		// In (kind, key) order, stably: concurrent batches that share keys
