@@ -19,7 +19,7 @@ import (
 // scan looks as cheap as the index), and goes on doing so after the table
 // has grown. Measured on the e2e benchmark in a fresh schema: the lock and
 // read statements of a group of ~400 reports took ~400 ms each once the
-// tables held 100,000 rows, instead of ~1 ms with the primary key.
+// tables held 100,000 rows, instead of 1–2 ms with the primary key.
 // Autovacuum would analyze the tables, but it visits a database once a
 // minute (autovacuum_naptime), so a new installation under load would run
 // its first minute or more on plans for empty tables.

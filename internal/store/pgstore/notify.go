@@ -123,7 +123,7 @@ func (s *Store) listen(ctx context.Context, fn func(store.Notification), resync 
 			return true, fmt.Errorf("wait for notification: %w", err)
 		}
 		note, from, ok := decodePayload(n.Payload)
-		if ok && (from == "" || from != s.cfg.NodeID || s.cfg.NodeID == "") {
+		if ok && (from == "" || from != s.cfg.NodeID) { // anonymous, or another node's
 			fn(note)
 		}
 	}
