@@ -171,6 +171,7 @@ func (a *API) routes() http.Handler {
 	a.mountKinds(mux)
 	a.mountWorkers(mux)
 	a.mountOps(mux)
+	a.mountVersion(mux)
 	a.mountCluster(mux)
 	a.mountSchedules(mux)
 	router := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -19,8 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/buildinfo"
 	"github.com/rotahq/rota/internal/clock"
-
 	"github.com/rotahq/rota/internal/dispatch"
 	"github.com/rotahq/rota/internal/events"
 	"github.com/rotahq/rota/internal/httpapi"
@@ -31,8 +31,9 @@ import (
 	"github.com/rotahq/rota/internal/ui"
 )
 
-// Version is the Rota version reported by the server.
-const Version = "0.1.0"
+// Version is the Rota version this node reports (buildinfo.Get().Version),
+// read once at start. New code calls buildinfo.Get() directly.
+var Version = buildinfo.Get().Version
 
 // Config configures a Server. Zero values mean the documented defaults.
 type Config struct {
@@ -160,7 +161,7 @@ func compose(cfg Config, st store.Store) (*Server, error) {
 	var schedChanged func(id string) // the engine's, set below
 	api, err := httpapi.New(httpapi.Config{
 		Store: st, Dispatcher: disp, Clock: cfg.Clock, Logger: cfg.Logger,
-		MaxPayload: cfg.MaxPayload, Version: Version, NodeID: cfg.NodeID,
+		MaxPayload: cfg.MaxPayload, Version: buildinfo.Get().Version, NodeID: cfg.NodeID,
 		// The engine exists once compose returns, before any request.
 		ScheduleChanged: func(id string) { schedChanged(id) },
 	})
@@ -168,7 +169,7 @@ func compose(cfg Config, st store.Store) (*Server, error) {
 		return nil, err
 	}
 	auth := httpapi.NewAuthenticator(cfg.AuthToken)
-	uiCfg := ui.Config{Version: Version, Logger: cfg.Logger, CookieName: httpapi.AuthCookie}
+	uiCfg := ui.Config{Version: buildinfo.Get().Version, Logger: cfg.Logger, CookieName: httpapi.AuthCookie}
 	if auth != nil {
 		uiCfg.CheckToken = auth.Check
 	}
@@ -262,7 +263,9 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 		close(s.errc)
 	}()
-	s.cfg.Logger.Info("rota server started", "addr", s.Addr(), "store", s.describeStore(), "version", Version)
+	bi := buildinfo.Get()
+	s.cfg.Logger.Info("rota server started", "addr", s.Addr(), "store", s.describeStore(),
+		"version", bi.Version, "commit", bi.Commit, "build_date", bi.BuildDate, "go_version", bi.GoVersion)
 	return nil
 }
 
