@@ -94,6 +94,7 @@ Start a server with an embedded store:   rota server
 Submit a task:                           rota task submit --kind email --payload '{"to":"a"}'
 Run a worker (any language):             rota worker --kind email -- ./send.sh
 Watch the queue:                         rota stats; rota task list; rota worker list
+Which build is this:                     rota version
 
 Client commands talk to --server (default http://127.0.0.1:8080), print tables for people
 and, with -o json, the API's data for scripts. Exit codes: 0 ok, 1 error, 2 bad usage or
@@ -103,7 +104,8 @@ e.g. ROTA_SERVER for --server.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServerCmd(env), newTaskCmd(env), newKindCmd(env), newScheduleCmd(env), newWorkerCmd(env), newStatsCmd(env), newBenchCmd(env))
+	root.AddCommand(newServerCmd(env), newTaskCmd(env), newKindCmd(env), newScheduleCmd(env), newWorkerCmd(env), newStatsCmd(env), newBenchCmd(env),
+		newVersionCmd(env), newHealthcheckCmd(env))
 	return root
 }
 
