@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -14,36 +13,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rotahq/rota"
-	"github.com/rotahq/rota/internal/server"
 	"github.com/rotahq/rota/rotaclient"
+	"github.com/rotahq/rota/rotatest"
 )
 
-// startServer runs a real Rota server in-process on a random port and
+// startServer runs a real Rota server in-process (package rotatest) and
 // returns a client for it.
 func startServer(t *testing.T) *rotaclient.Client {
 	t.Helper()
-	ctx := context.Background()
-	srv, err := server.New(ctx, server.Config{
-		Listen: "127.0.0.1:0", DataDir: t.TempDir(), Relaxed: true,
-		RetryBackoff: 20 * time.Millisecond, ReapInterval: 50 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Stop(ctx)
-	})
-	c, err := rotaclient.New(rotaclient.Config{BaseURL: "http://" + srv.Addr()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return rotatest.NewServer(t).Client
 }
 
 func ctxT(t *testing.T) context.Context {

@@ -5,46 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"log/slog"
-	"os"
 	"time"
 
 	"github.com/rotahq/rota"
-	"github.com/rotahq/rota/internal/server"
 	"github.com/rotahq/rota/rotaclient"
+	"github.com/rotahq/rota/rotatest"
 )
 
-// startExampleServer runs a Rota server in-process for the examples; a
-// real program talks to a server started with `rota server`.
-func startExampleServer() (url string, stop func()) {
-	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "rota-example")
+// startExample runs a Rota server in-process for the examples (package
+// rotatest); a real program talks to a server started with `rota server`.
+func startExample() *rotatest.Server {
+	srv, err := rotatest.Start(context.Background())
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv, err := server.New(ctx, server.Config{
-		Listen: "127.0.0.1:0", DataDir: dir, Relaxed: true,
-		RetryBackoff: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := srv.Start(ctx); err != nil {
-		log.Fatal(err)
-	}
-	return "http://" + srv.Addr(), func() {
-		srv.Stop(ctx)
-		os.RemoveAll(dir)
-	}
+	return srv
 }
 
 // Submit a task and read it back.
 func Example() {
-	url, stop := startExampleServer()
-	defer stop()
+	srv := startExample()
+	defer srv.Close()
 	ctx := context.Background()
 
-	c, err := rotaclient.New(rotaclient.Config{BaseURL: url})
+	c, err := rotaclient.New(rotaclient.Config{BaseURL: srv.URL})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -67,10 +51,10 @@ func Example() {
 // Errors from the server are *rota.Error values: test them with errors.Is
 // and read the field at fault.
 func Example_errors() {
-	url, stop := startExampleServer()
-	defer stop()
+	srv := startExample()
+	defer srv.Close()
 	ctx := context.Background()
-	c, _ := rotaclient.New(rotaclient.Config{BaseURL: url})
+	c, _ := rotaclient.New(rotaclient.Config{BaseURL: srv.URL})
 
 	_, err := c.GetTask(ctx, "0123456789abcdef0123456789abcdef")
 	fmt.Println(errors.Is(err, rota.ErrNotFound))
@@ -87,10 +71,10 @@ func Example_errors() {
 
 // A key makes submits idempotent while the task is unfinished.
 func ExampleClient_Submit_key() {
-	url, stop := startExampleServer()
-	defer stop()
+	srv := startExample()
+	defer srv.Close()
 	ctx := context.Background()
-	c, _ := rotaclient.New(rotaclient.Config{BaseURL: url})
+	c, _ := rotaclient.New(rotaclient.Config{BaseURL: srv.URL})
 
 	p := rotaclient.TaskParams{Kind: "report", Key: "daily-2025-01-02", Delay: time.Hour, MaxRetries: new(0)}
 	first, _ := c.Submit(ctx, p)
@@ -101,10 +85,10 @@ func ExampleClient_Submit_key() {
 
 // AllTasks walks every page of a listing.
 func ExampleClient_AllTasks() {
-	url, stop := startExampleServer()
-	defer stop()
+	srv := startExample()
+	defer srv.Close()
 	ctx := context.Background()
-	c, _ := rotaclient.New(rotaclient.Config{BaseURL: url})
+	c, _ := rotaclient.New(rotaclient.Config{BaseURL: srv.URL})
 
 	for i := range 5 {
 		c.Submit(ctx, rotaclient.TaskParams{Kind: "resize", Payload: map[string]int{"n": i}})
@@ -126,10 +110,10 @@ func ExampleClient_AllTasks() {
 // The raw worker protocol: claim, heartbeat, report. Package rotaworker
 // does all of this for you.
 func ExampleClient_Claim() {
-	url, stop := startExampleServer()
-	defer stop()
+	srv := startExample()
+	defer srv.Close()
 	ctx := context.Background()
-	c, _ := rotaclient.New(rotaclient.Config{BaseURL: url})
+	c, _ := rotaclient.New(rotaclient.Config{BaseURL: srv.URL})
 	c.Submit(ctx, rotaclient.TaskParams{Kind: "email", Payload: "hello"})
 
 	claim, err := c.Claim(ctx, rotaclient.ClaimParams{WorkerID: "w1", Kinds: []string{"email"}, Max: 10, Wait: 5 * time.Second})

@@ -7,36 +7,21 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
-	"os"
 	"time"
 
-	"github.com/rotahq/rota/internal/server"
 	"github.com/rotahq/rota/rotaclient"
+	"github.com/rotahq/rota/rotatest"
 	"github.com/rotahq/rota/rotaworker"
 )
 
-// startExampleServer runs a Rota server in-process for the examples; a
-// real worker talks to a server started with `rota server`.
-func startExampleServer() (url string, stop func()) {
-	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "rota-example")
+// startExample runs a Rota server in-process for the examples (package
+// rotatest); a real worker talks to a server started with `rota server`.
+func startExample() *rotatest.Server {
+	srv, err := rotatest.Start(context.Background())
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv, err := server.New(ctx, server.Config{
-		Listen: "127.0.0.1:0", DataDir: dir, Relaxed: true,
-		RetryBackoff: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := srv.Start(ctx); err != nil {
-		log.Fatal(err)
-	}
-	return "http://" + srv.Addr(), func() {
-		srv.Stop(ctx)
-		os.RemoveAll(dir)
-	}
+	return srv
 }
 
 // waitDone polls a task until it is finished.
@@ -58,8 +43,8 @@ type Email struct {
 
 // A worker in three lines: New, Handle, Run.
 func Example() {
-	url, stop := startExampleServer()
-	defer stop()
+	srv := startExample()
+	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 
@@ -68,12 +53,12 @@ func Example() {
 		t.SetMessage("sent")
 		return nil
 	}
-	w := rotaworker.New(rotaworker.Config{Server: url, Logger: slog.New(slog.DiscardHandler)})
+	w := rotaworker.New(rotaworker.Config{Server: srv.URL, Logger: slog.New(slog.DiscardHandler)})
 	rotaworker.Handle(w, "email", send)
 	go func() { done <- w.Run(ctx) }()
 
 	// Somewhere else, a task is submitted.
-	c, _ := rotaclient.New(rotaclient.Config{BaseURL: url})
+	c, _ := rotaclient.New(rotaclient.Config{BaseURL: srv.URL})
 	res, _ := c.Submit(context.Background(), rotaclient.TaskParams{Kind: "email", Payload: Email{To: "ada@example.com", Subject: "hello"}})
 	waitDone(c, res.TaskID)
 	task, _ := c.GetTask(context.Background(), res.TaskID)
@@ -89,9 +74,9 @@ func Example() {
 
 // NoRetry fails a task at once, whatever retries it has left.
 func ExampleNoRetry() {
-	url, stop := startExampleServer()
-	defer stop()
-	w := rotaworker.New(rotaworker.Config{Server: url, Logger: slog.New(slog.DiscardHandler)})
+	srv := startExample()
+	defer srv.Close()
+	w := rotaworker.New(rotaworker.Config{Server: srv.URL, Logger: slog.New(slog.DiscardHandler)})
 	rotaworker.Handle(w, "email", func(ctx context.Context, t *rotaworker.Task[Email]) error {
 		if t.Payload.To == "" {
 			return rotaworker.NoRetry(errors.New("no recipient"))
@@ -101,7 +86,7 @@ func ExampleNoRetry() {
 	go w.Run(context.Background())
 	defer w.Stop(context.Background())
 
-	c, _ := rotaclient.New(rotaclient.Config{BaseURL: url})
+	c, _ := rotaclient.New(rotaclient.Config{BaseURL: srv.URL})
 	res, _ := c.Submit(context.Background(), rotaclient.TaskParams{Kind: "email", Payload: Email{}, MaxRetries: new(5)})
 	waitDone(c, res.TaskID)
 	task, _ := c.GetTask(context.Background(), res.TaskID)
@@ -112,10 +97,10 @@ func ExampleNoRetry() {
 // A handler learns why its context ended from context.Cause; a stopped
 // task's handler sees ErrTaskStopped.
 func ExampleErrTaskStopped() {
-	url, stop := startExampleServer()
-	defer stop()
+	srv := startExample()
+	defer srv.Close()
 	started := make(chan string)
-	w := rotaworker.New(rotaworker.Config{Server: url, Logger: slog.New(slog.DiscardHandler)})
+	w := rotaworker.New(rotaworker.Config{Server: srv.URL, Logger: slog.New(slog.DiscardHandler)})
 	rotaworker.Handle(w, "crawl", func(ctx context.Context, t *rotaworker.Task[string]) error {
 		started <- t.ID
 		<-ctx.Done() // a long job that watches its context
@@ -125,7 +110,7 @@ func ExampleErrTaskStopped() {
 	go w.Run(context.Background())
 	defer w.Stop(context.Background())
 
-	c, _ := rotaclient.New(rotaclient.Config{BaseURL: url})
+	c, _ := rotaclient.New(rotaclient.Config{BaseURL: srv.URL})
 	// A short heartbeat timeout: the stop arrives with the next heartbeat.
 	res, _ := c.Submit(context.Background(), rotaclient.TaskParams{Kind: "crawl", Payload: "https://example.com", HeartbeatTimeoutSeconds: 3})
 	c.StopTask(context.Background(), <-started)
@@ -139,16 +124,16 @@ func ExampleErrTaskStopped() {
 
 // Raw handlers get the payload as submitted.
 func ExampleWorker_Register() {
-	url, stop := startExampleServer()
-	defer stop()
-	w := rotaworker.New(rotaworker.Config{Server: url, Logger: slog.New(slog.DiscardHandler)})
+	srv := startExample()
+	defer srv.Close()
+	w := rotaworker.New(rotaworker.Config{Server: srv.URL, Logger: slog.New(slog.DiscardHandler)})
 	w.Register("echo", rotaworker.HandlerFunc(func(ctx context.Context, t *rotaworker.Task[json.RawMessage]) error {
 		return t.SetResult(t.Payload) // the result is the payload
 	}), rotaworker.HandlerOptions{Concurrency: 4})
 	go w.Run(context.Background())
 	defer w.Stop(context.Background())
 
-	c, _ := rotaclient.New(rotaclient.Config{BaseURL: url})
+	c, _ := rotaclient.New(rotaclient.Config{BaseURL: srv.URL})
 	res, _ := c.Submit(context.Background(), rotaclient.TaskParams{Kind: "echo", Payload: json.RawMessage(`{"a":[1,2]}`)})
 	waitDone(c, res.TaskID)
 	task, _ := c.GetTask(context.Background(), res.TaskID)
