@@ -14,6 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/rotahq/rota/internal/buildinfo"
 )
 
 // Exit codes that scripts can trust.
@@ -103,7 +105,10 @@ Every flag also reads an environment variable ROTA_<FLAG> (dashes become undersc
 e.g. ROTA_SERVER for --server.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// rota --version prints what rota version does.
+		Version: buildinfo.Get().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newServerCmd(env), newTaskCmd(env), newKindCmd(env), newScheduleCmd(env), newWorkerCmd(env), newStatsCmd(env), newBenchCmd(env),
 		newVersionCmd(env), newHealthcheckCmd(env))
 	return root

@@ -24,6 +24,10 @@ func TestVersion(t *testing.T) {
 		t.Errorf("rota version = %q: want the version and %s", out, info.GoVersion)
 	}
 
+	if got := b.ok(t, "--version"); got != out {
+		t.Errorf("rota --version = %q, want %q", got, out)
+	}
+
 	var got map[string]string
 	if err := json.Unmarshal([]byte(b.ok(t, "version", "-o", "json")), &got); err != nil {
 		t.Fatal(err)
