@@ -157,4 +157,8 @@ type ClaimedRun struct {
 	TimeoutSeconds          int
 	LeaseExpiresAt          time.Time
 	RunAt                   time.Time // when the task became ready: start − RunAt is its wait
+	// StartedAt is when the run started, by the server's clock: its lease
+	// and timeout count from then. Zero when not known (the stores leave
+	// it zero: it is LeaseExpiresAt − HeartbeatTimeoutSeconds at a claim).
+	StartedAt time.Time
 }

@@ -37,6 +37,11 @@ type ClaimResult struct {
 	// Drain is true when the worker was asked to stop: it got no work and
 	// should finish what it runs, then exit.
 	Drain bool
+	// ServerTime is the server's clock when it answered (zero if the
+	// server does not send it). The runs' StartedAt and LeaseExpiresAt are
+	// instants of that clock: measure them against ServerTime, not against
+	// the local clock, which may differ.
+	ServerTime time.Time
 }
 
 // Claim asks for up to p.Max runs of p.Kinds (POST /api/workers/claim),
@@ -52,13 +57,17 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) (ClaimResult, error) 
 		Address     string   `json:"address,omitempty"`
 	}{p.WorkerID, p.Kinds, max(p.Max, 1), int((wait + time.Second - 1) / time.Second), p.Address}
 	var out struct {
-		Tasks []claimedWire `json:"tasks"`
-		Drain bool          `json:"drain"`
+		Tasks        []claimedWire `json:"tasks"`
+		Drain        bool          `json:"drain"`
+		ServerTimeMs int64         `json:"server_time_ms"`
 	}
 	if err := c.Do(ctx, http.MethodPost, "/api/workers/claim", in, &out); err != nil {
 		return ClaimResult{}, err
 	}
 	res := ClaimResult{Drain: out.Drain}
+	if out.ServerTimeMs > 0 {
+		res.ServerTime = time.UnixMilli(out.ServerTimeMs).UTC()
+	}
 	for i := range out.Tasks {
 		res.Runs = append(res.Runs, out.Tasks[i].claimed())
 	}
@@ -86,6 +95,21 @@ type HeartbeatResult struct {
 // matching rota.ErrLeaseLost (or rota.ErrNotFound) means the run is no
 // longer this worker's: abandon it without reporting.
 func (c *Client) Heartbeat(ctx context.Context, runID, workerID, message string) (HeartbeatResult, error) {
+	return c.heartbeat(ctx, runID, workerID, message, 0)
+}
+
+// HeartbeatWait renews a run's lease as Heartbeat does, then lets the
+// server hold the answer up to wait (whole seconds; it holds at most a
+// third of the task's heartbeat timeout) and answer as soon as the task is
+// stopped or the worker asked to drain: a heartbeat loop that sends the
+// next one as soon as this one answers learns of a stop at once. Bound ctx
+// beyond wait. A server too old to know the wait answers 400 naming the
+// field "wait_seconds"; heartbeat with Heartbeat then.
+func (c *Client) HeartbeatWait(ctx context.Context, runID, workerID string, wait time.Duration) (HeartbeatResult, error) {
+	return c.heartbeat(ctx, runID, workerID, "", min(wait, MaxClaimWait))
+}
+
+func (c *Client) heartbeat(ctx context.Context, runID, workerID, message string, wait time.Duration) (HeartbeatResult, error) {
 	var out struct {
 		Stop             bool     `json:"stop"`
 		Drain            bool     `json:"drain"`
@@ -93,9 +117,10 @@ func (c *Client) Heartbeat(ctx context.Context, runID, workerID, message string)
 		HeartbeatTimeout int      `json:"heartbeat_timeout_seconds"`
 	}
 	in := struct {
-		WorkerID string `json:"worker_id"`
-		Message  string `json:"message,omitempty"`
-	}{workerID, message}
+		WorkerID    string `json:"worker_id"`
+		Message     string `json:"message,omitempty"`
+		WaitSeconds int    `json:"wait_seconds,omitempty"`
+	}{workerID, message, int(wait / time.Second)}
 	err := c.Do(ctx, http.MethodPost, "/api/runs/"+escape(runID)+"/heartbeat", in, &out)
 	return HeartbeatResult{Stop: out.Stop, Drain: out.Drain, LeaseExpiresAt: out.LeaseExpiresAt.Time,
 		HeartbeatTimeout: time.Duration(out.HeartbeatTimeout) * time.Second}, err

@@ -158,12 +158,18 @@ type claimedWire struct {
 	HeartbeatTimeoutSeconds int             `json:"heartbeat_timeout_seconds"`
 	TimeoutSeconds          int             `json:"timeout_seconds"`
 	LeaseExpiresAt          unixTime        `json:"lease_expires_at"`
+	StartedAt               unixTime        `json:"started_at"`
+	StartedAtMs             int64           `json:"started_at_ms"`
 }
 
 func (w *claimedWire) claimed() rota.ClaimedRun {
+	started := w.StartedAt.Time
+	if w.StartedAtMs > 0 {
+		started = time.UnixMilli(w.StartedAtMs).UTC()
+	}
 	return rota.ClaimedRun{
 		TaskID: w.TaskID, RunID: w.RunID, Kind: w.Kind, Priority: w.Priority, Payload: w.Task,
 		Attempt: w.Attempt, HeartbeatTimeoutSeconds: w.HeartbeatTimeoutSeconds,
-		TimeoutSeconds: w.TimeoutSeconds, LeaseExpiresAt: w.LeaseExpiresAt.Time,
+		TimeoutSeconds: w.TimeoutSeconds, LeaseExpiresAt: w.LeaseExpiresAt.Time, StartedAt: started,
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -46,7 +47,7 @@ func newTask[T any](st *runState, v T) *Task[T] {
 	t := &Task[T]{
 		ID: cr.TaskID, RunID: cr.RunID, Kind: cr.Kind, Priority: cr.Priority, Attempt: cr.Attempt,
 		Payload: v, Raw: cr.Payload, Timeout: time.Duration(cr.TimeoutSeconds) * time.Second,
-		HeartbeatTimeout: st.hbTimeout, st: st,
+		HeartbeatTimeout: st.heartbeatTimeout(), st: st,
 	}
 	st.outputs = t.outputs
 	return t
@@ -106,13 +107,18 @@ func (t *Task[T]) Progress(ctx context.Context, msg string) error {
 // runState is one claimed run being executed.
 type runState struct {
 	// Immutable.
-	w         *Worker
-	kh        *kindHandler
-	claimed   rota.ClaimedRun
-	log       *slog.Logger
-	hbTimeout time.Duration // at claim time; the run loop follows later changes
-	interval  time.Duration // heartbeat period: a third of hbTimeout
-	claimSent time.Time     // the lease started no earlier than this
+	w       *Worker
+	kh      *kindHandler
+	claimed rota.ClaimedRun
+	log     *slog.Logger
+	// start is when the run started on the server, as an instant of the
+	// local monotonic clock (see handedOver): its lease and timeout count
+	// from then.
+	start time.Time
+
+	// Shared between the run loop, its heartbeat goroutine and Progress.
+	hb       atomic.Int64 // the task's lease length (ns); a heartbeat reply may change it
+	leaseEnd atomic.Int64 // our view of the lease's end, as an offset from start (ns)
 
 	beatReq  chan beatRequest // Progress asks the run loop for a heartbeat
 	loopDone chan struct{}    // closed when execute returns
@@ -121,15 +127,56 @@ type runState struct {
 	outputs func() (json.RawMessage, string)
 }
 
-func newRunState(w *Worker, kh *kindHandler, cr rota.ClaimedRun, sent time.Time) *runState {
+func newRunState(w *Worker, kh *kindHandler, cr rota.ClaimedRun, start time.Time) *runState {
 	hb := time.Duration(cr.HeartbeatTimeoutSeconds) * time.Second
 	if hb <= 0 {
 		hb = DefaultHeartbeatTimeout
 	}
-	return &runState{
-		w: w, kh: kh, claimed: cr, hbTimeout: hb, interval: max(hb/3, 20*time.Millisecond), claimSent: sent,
+	st := &runState{
+		w: w, kh: kh, claimed: cr, start: start,
 		log:     w.log.With("kind", cr.Kind, "task_id", cr.TaskID, "run_id", cr.RunID),
 		beatReq: make(chan beatRequest), loopDone: make(chan struct{}),
+	}
+	st.hb.Store(int64(hb))
+	st.leaseEnd.Store(int64(hb))
+	return st
+}
+
+// handedOver converts the instant a run started on the server into the
+// local monotonic clock. recv is when the claim's answer arrived; the
+// server said it answered at serverNow, the run having started at
+// startedAt, both by its own clock. Only their difference is used (the
+// clocks may differ), and it is counted back from recv, which comes after
+// the server's answer: the result is never earlier than the server's
+// start, so the worker's clocks never run out before the server's. A server
+// that sends no times is taken to have started the run at recv.
+func handedOver(recv, serverNow, startedAt time.Time) time.Time {
+	if serverNow.IsZero() || startedAt.IsZero() {
+		return recv
+	}
+	return recv.Add(-max(serverNow.Sub(startedAt), 0))
+}
+
+// heartbeatTimeout is the task's current lease length.
+func (st *runState) heartbeatTimeout() time.Duration { return time.Duration(st.hb.Load()) }
+
+// interval is the heartbeat period: a third of the heartbeat timeout.
+func (st *runState) interval() time.Duration {
+	return max(st.heartbeatTimeout()/3, 20*time.Millisecond)
+}
+
+// lease is our view of the lease's end.
+func (st *runState) lease() time.Time { return st.start.Add(time.Duration(st.leaseEnd.Load())) }
+
+// renew records a heartbeat sent at sent and acknowledged with a lease of
+// hb: the server renewed it no earlier than sent.
+func (st *runState) renew(sent time.Time, hb time.Duration) {
+	end := int64(sent.Sub(st.start) + hb)
+	for {
+		old := st.leaseEnd.Load()
+		if end <= old || st.leaseEnd.CompareAndSwap(old, end) {
+			return
+		}
 	}
 }
 
@@ -148,142 +195,109 @@ func (st *runState) call(ctx context.Context) (err error) {
 // worker's stop. The run's slot is released when the handler returns.
 func (st *runState) execute(base context.Context) {
 	defer close(st.loopDone)
-	ctx, cancel := context.WithCancelCause(base)
-	defer cancel(nil)
-	if st.claimed.TimeoutSeconds > 0 {
-		var c context.CancelFunc
-		ctx, c = context.WithDeadlineCause(ctx, st.claimSent.Add(time.Duration(st.claimed.TimeoutSeconds)*time.Second), ErrTimeout)
-		defer c()
+	l := newRunLoop(st, base)
+	defer l.close()
+	done := l.startHandler()
+	beats := l.startBeats()
+	l.run(done, beats)
+}
+
+// runLoop is the state of one run's execute loop. Owned by the goroutine
+// running execute.
+type runLoop struct {
+	st         *runState
+	base       context.Context
+	ctx        context.Context // the handler's
+	cancel     context.CancelCauseFunc
+	stopTimer  context.CancelFunc // releases the timeout's timer
+	stopBeats  context.CancelFunc // ends the heartbeat goroutine
+	lost       bool               // the run is no longer ours
+	cause      error              // why the handler was cancelled
+	waitT      *time.Timer        // CancelWait after the cancellation
+	waitC      <-chan time.Time
+	beatCtx    context.Context
+	beatsEnded chan struct{} // closed when the heartbeat goroutine returns
+}
+
+func newRunLoop(st *runState, base context.Context) *runLoop {
+	l := &runLoop{st: st, base: base, stopTimer: func() {}, beatsEnded: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancelCause(base)
+	if t := st.claimed.TimeoutSeconds; t > 0 {
+		// The server's deadline is its start plus the timeout; st.start is
+		// never earlier than that start.
+		l.ctx, l.stopTimer = context.WithDeadlineCause(l.ctx, st.start.Add(time.Duration(t)*time.Second), ErrTimeout)
 	}
+	l.beatCtx, l.stopBeats = context.WithCancel(base)
+	return l
+}
+
+func (l *runLoop) close() {
+	l.stopBeats()
+	<-l.beatsEnded
+	if l.waitT != nil {
+		l.waitT.Stop()
+	}
+	l.stopTimer()
+	l.cancel(nil)
+}
+
+// startHandler runs the handler; its result comes on the returned channel.
+func (l *runLoop) startHandler() <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		defer func() { <-st.kh.slots }()
-		done <- st.call(ctx)
+		defer func() { <-l.st.kh.slots }()
+		done <- l.st.call(l.ctx)
 	}()
+	return done
+}
 
-	ticker := time.NewTicker(st.interval)
-	defer ticker.Stop()
-	var (
-		hb      = st.hbTimeout         // the task's lease length; a heartbeat reply may change it
-		lease   = st.claimSent.Add(hb) // our view of the lease's end
-		lost    bool                   // the run is no longer ours
-		cause   error                  // why the handler was cancelled
-		waitT   *time.Timer            // CancelWait after the cancellation
-		waitC   <-chan time.Time
-		ctxDone = ctx.Done()
-		abandon = st.w.abandon
-	)
-	cancelWith := func(c error) {
-		if cause != nil {
-			return
-		}
-		cause = c
-		cancel(c)
-		st.log.Info("rotaworker: handler cancelled", "cause", c)
-		waitT = time.NewTimer(st.w.cfg.CancelWait)
-		waitC = waitT.C
+// cancelWith cancels the handler with cause c (once) and starts waiting
+// CancelWait for it to return.
+func (l *runLoop) cancelWith(c error) {
+	if l.cause != nil {
+		return
 	}
-	defer func() {
-		if waitT != nil {
-			waitT.Stop()
-		}
-	}()
-	beat := func(msg string) error {
-		if lost {
-			return context.Cause(ctx)
-		}
-		sent := time.Now()
-		hctx, c := context.WithDeadline(base, lease)
-		res, err := st.w.client.Heartbeat(hctx, st.claimed.RunID, st.w.cfg.ID, msg)
-		c()
-		st.log.Debug("rotaworker: heartbeat", "took", time.Since(sent), "err", err)
-		switch {
-		case err == nil:
-			if res.HeartbeatTimeout > 0 && res.HeartbeatTimeout != hb {
-				// The task's heartbeat timeout was changed: follow it.
-				hb = res.HeartbeatTimeout
-				ticker.Reset(max(hb/3, 20*time.Millisecond))
-			}
-			lease = sent.Add(hb)
-			if res.Drain {
-				st.log.Info("rotaworker: the server asked this worker to stop")
-				st.w.graceful()
-			}
-			if res.Stop {
-				cancelWith(ErrTaskStopped)
-				return ErrTaskStopped
-			}
-			return nil
-		case errors.Is(err, rota.ErrLeaseLost):
-			lost = true
-			cancelWith(err)
-			return err
-		case errors.Is(err, rota.ErrNotFound):
-			lost = true
-			err = fmt.Errorf("%w: %v", rota.ErrLeaseLost, err)
-			cancelWith(err)
-			return err
-		case !time.Now().Before(lease):
-			lost = true
-			err = fmt.Errorf("%w: no heartbeat acknowledged within %s (last error: %v)", rota.ErrLeaseLost, hb, err)
-			cancelWith(err)
-			return err
-		}
-		st.log.Warn("rotaworker: heartbeat failed", "err", err)
-		return err
-	}
+	l.cause = c
+	l.cancel(c)
+	l.st.log.Info("rotaworker: handler cancelled", "cause", c)
+	l.waitT = time.NewTimer(l.st.w.cfg.CancelWait)
+	l.waitC = l.waitT.C
+}
 
+// run is the select loop: it returns once the run is reported or given up.
+func (l *runLoop) run(done <-chan error, beats <-chan beatResult) {
+	st := l.st
+	ctxDone, abandon := l.ctx.Done(), st.w.abandon
 	for {
 		select {
 		case err := <-done:
-			if !lost {
-				st.finish(base, lease, err, cause)
+			l.stopBeats() // no heartbeat races the report
+			if !l.lost {
+				st.finish(l.base, st.lease(), err, l.cause)
 			} else {
 				st.log.Info("rotaworker: run abandoned: its lease was lost", "err", err)
 			}
 			return
-		case <-ticker.C:
-			if !lost {
-				beat("")
-			}
+		case b := <-beats:
+			l.onBeat(b)
 		case req := <-st.beatReq:
-			req.reply <- beat(req.msg)
+			if l.lost {
+				req.reply <- context.Cause(l.ctx)
+				continue
+			}
+			req.reply <- l.onBeat(st.beat(l.base, req.msg, 0))
 		case <-abandon:
 			abandon = nil
-			cancelWith(ErrWorkerStopping)
+			l.cancelWith(ErrWorkerStopping)
 		case <-ctxDone:
 			ctxDone = nil
-			cancelWith(context.Cause(ctx))
-		case <-waitC:
-			if !lost {
-				st.finish(base, lease, fmt.Errorf("the handler did not return within %s of its cancellation", st.w.cfg.CancelWait), cause)
+			l.cancelWith(context.Cause(l.ctx))
+		case <-l.waitC:
+			if !l.lost {
+				st.finish(l.base, st.lease(), fmt.Errorf("the handler did not return within %s of its cancellation", st.w.cfg.CancelWait), l.cause)
 			}
 			return
 		}
-	}
-}
-
-// progress heartbeats at once through the run loop.
-// beatRequest asks the run loop for a heartbeat now, with a progress note.
-type beatRequest struct {
-	msg   string
-	reply chan error
-}
-
-func (st *runState) progress(ctx context.Context, msg string) error {
-	req := beatRequest{msg: msg, reply: make(chan error, 1)}
-	select {
-	case st.beatReq <- req:
-	case <-st.loopDone:
-		return fmt.Errorf("rotaworker: progress after the run ended")
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-	select {
-	case err := <-req.reply:
-		return err
-	case <-ctx.Done():
-		return context.Cause(ctx)
 	}
 }
 

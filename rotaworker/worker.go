@@ -64,6 +64,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rotahq/rota"
@@ -146,6 +147,8 @@ type Worker struct {
 	cfgErr error // reported by Run
 	log    *slog.Logger
 	rep    *reporter // set by Run before any run starts
+
+	plainBeats atomic.Bool // the server cannot hold heartbeats (HeartbeatWait)
 
 	mu       sync.Mutex              // guards the fields below
 	handlers map[string]*kindHandler // written before Run only
@@ -438,30 +441,11 @@ func (w *Worker) claimLoop(ctx, base context.Context, kh *kindHandler, runs *syn
 	log := w.log.With("kind", kh.kind)
 	var fails int
 	for {
-		// Wait for a free slot, then take every free one.
-		select {
-		case kh.slots <- struct{}{}:
-		case <-w.stopping:
+		n, ok := w.takeSlots(kh)
+		if !ok {
 			return
 		}
-		n := 1
-	fill:
-		for n < cap(kh.slots) {
-			select {
-			case kh.slots <- struct{}{}:
-				n++
-			default:
-				break fill
-			}
-		}
-		sent := time.Now()
-		// Bound the long poll: a connection that silently died must not
-		// hang the loop.
-		cctx, cancel := context.WithTimeout(ctx, w.cfg.PollWait+15*time.Second)
-		res, err := w.client.Claim(cctx, rotaclient.ClaimParams{
-			WorkerID: w.cfg.ID, Kinds: []string{kh.kind}, Max: n, Wait: w.cfg.PollWait, Address: w.cfg.Address,
-		})
-		cancel()
+		res, recv, err := w.claim(ctx, kh, n)
 		if err != nil {
 			release(kh.slots, n)
 			if ctx.Err() != nil {
@@ -476,26 +460,67 @@ func (w *Worker) claimLoop(ctx, base context.Context, kh *kindHandler, runs *syn
 			continue
 		}
 		fails = 0
-		for i, cr := range res.Runs {
-			if i >= n {
-				// More than asked for: hand it back rather than exceed the
-				// concurrency.
-				st := newRunState(w, kh, cr, sent)
-				runs.Go(func() {
-					st.finish(base, sent.Add(st.hbTimeout), errors.New("claimed beyond the worker's concurrency"), ErrWorkerStopping)
-				})
-				continue
-			}
-			st := newRunState(w, kh, cr, sent)
-			runs.Go(func() { st.execute(base) })
-		}
-		release(kh.slots, n-min(n, len(res.Runs)))
+		w.startRuns(base, kh, res, recv, n, runs)
 		if res.Drain {
 			log.Info("rotaworker: the server asked this worker to stop")
 			w.graceful()
 			return
 		}
 	}
+}
+
+// takeSlots waits for a free slot of kh, then takes every free one; false
+// if the worker stops first.
+func (w *Worker) takeSlots(kh *kindHandler) (int, bool) {
+	select {
+	case kh.slots <- struct{}{}:
+	case <-w.stopping:
+		return 0, false
+	}
+	n := 1
+	for n < cap(kh.slots) {
+		select {
+		case kh.slots <- struct{}{}:
+			n++
+		default:
+			return n, true
+		}
+	}
+	return n, true
+}
+
+// claim long-polls for up to n runs of kh and returns them with the
+// instant their answer arrived (the local clock's), from which the runs'
+// clocks count.
+func (w *Worker) claim(ctx context.Context, kh *kindHandler, n int) (rotaclient.ClaimResult, time.Time, error) {
+	// Bound the long poll: a connection that silently died must not hang
+	// the loop.
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.PollWait+15*time.Second)
+	defer cancel()
+	res, err := w.client.Claim(cctx, rotaclient.ClaimParams{
+		WorkerID: w.cfg.ID, Kinds: []string{kh.kind}, Max: n, Wait: w.cfg.PollWait, Address: w.cfg.Address,
+	})
+	return res, time.Now(), err
+}
+
+// startRuns starts a run for each claimed one, in the n slots taken for
+// them, and frees the slots left over. A run's clocks start when the
+// server handed it over (handedOver), not when the claim was sent: a task
+// may arrive late in a long poll.
+func (w *Worker) startRuns(base context.Context, kh *kindHandler, res rotaclient.ClaimResult, recv time.Time, n int, runs *sync.WaitGroup) {
+	for i, cr := range res.Runs {
+		st := newRunState(w, kh, cr, handedOver(recv, res.ServerTime, cr.StartedAt))
+		if i >= n {
+			// More than asked for: hand it back rather than exceed the
+			// concurrency.
+			runs.Go(func() {
+				st.finish(base, st.lease(), errors.New("claimed beyond the worker's concurrency"), ErrWorkerStopping)
+			})
+			continue
+		}
+		runs.Go(func() { st.execute(base) })
+	}
+	release(kh.slots, n-min(n, len(res.Runs)))
 }
 
 func release(slots chan struct{}, n int) {

@@ -80,6 +80,8 @@ type Dispatcher struct {
 
 	leader atomic.Bool // runs the leader-only duties (the reaper)
 
+	beats beatWaiters // heartbeats held open by HeartbeatWait; guarded by its own mutex
+
 	quit chan struct{}  // closed by Stop: waiting claims return at once
 	wg   sync.WaitGroup // background loops
 	once sync.Once
@@ -545,6 +547,7 @@ func (d *Dispatcher) StopTask(ctx context.Context, id, message string) (*rota.Ta
 	if err != nil {
 		return nil, err
 	}
+	d.beats.wakeRuns(t)
 	d.emitTask(t, now)
 	return t, nil
 }
@@ -557,6 +560,7 @@ func (d *Dispatcher) Update(ctx context.Context, p store.TaskUpdateParams) (*rot
 	if err != nil {
 		return nil, err
 	}
+	d.beats.wakeRuns(t) // a run's worker may no longer be allowed, or its lease changed
 	d.emitTask(t, p.Now)
 	d.Notify(t.Kind, -1)
 	return t, nil
@@ -572,6 +576,7 @@ func (d *Dispatcher) StopWorker(ctx context.Context, id string) (*rota.Worker, e
 		return nil, err
 	}
 	d.emit(rota.Event{Type: rota.EventWorker, WorkerID: w.ID, Message: "stop requested", Time: now})
+	d.beats.wakeWorker(w.ID)
 	for _, k := range w.Kinds {
 		d.Notify(k, -1)
 	}

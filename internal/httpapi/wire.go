@@ -143,10 +143,19 @@ type claimedJSON struct {
 	HeartbeatTimeoutSeconds int             `json:"heartbeat_timeout_seconds"`
 	TimeoutSeconds          int             `json:"timeout_seconds"`
 	LeaseExpiresAt          int64           `json:"lease_expires_at"`
+	// StartedAt is when the run started on the server (unix seconds; to
+	// the millisecond in StartedAtMs): its timeout counts from then.
+	StartedAt   int64 `json:"started_at"`
+	StartedAtMs int64 `json:"started_at_ms"`
 }
 
 func toClaimedJSON(c rota.ClaimedRun) claimedJSON {
+	// A claim's lease is its start plus the heartbeat timeout (the store
+	// contract, checked by storetest).
+	started := c.LeaseExpiresAt.Add(-time.Duration(c.HeartbeatTimeoutSeconds) * time.Second)
 	return claimedJSON{
+		StartedAt:               unix(started),
+		StartedAtMs:             started.UnixMilli(),
 		TaskID:                  c.TaskID,
 		RunID:                   c.RunID,
 		Kind:                    c.Kind,

@@ -76,6 +76,10 @@ func (c *claimRequest) validate(*API) error {
 type claimResponse struct {
 	Tasks []claimedJSON `json:"tasks"`
 	Drain bool          `json:"drain"` // the worker was asked to stop: finish what it runs, claim no more
+	// ServerTimeMs is the server's clock when it answered (unix ms): a
+	// worker measures the tasks' started_at_ms against it, not against its
+	// own clock.
+	ServerTimeMs int64 `json:"server_time_ms"`
 }
 
 // workerClaim hands tasks to a worker, waiting up to wait_seconds for some
@@ -88,7 +92,7 @@ func (a *API) workerClaim(ctx context.Context, req *claimRequest) (*claimRespons
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	out := &claimResponse{Tasks: make([]claimedJSON, 0, len(res.Runs)), Drain: res.Drain}
+	out := &claimResponse{Tasks: make([]claimedJSON, 0, len(res.Runs)), Drain: res.Drain, ServerTimeMs: a.now().UnixMilli()}
 	for _, r := range res.Runs {
 		out.Tasks = append(out.Tasks, toClaimedJSON(r))
 	}
@@ -115,11 +119,23 @@ func (r *runRequest) validate(*API) error {
 type heartbeatRequest struct {
 	runRequest
 	Message string `json:"message"` // optional progress note, shown as the run's message
+	// WaitSeconds holds the answer up to this long (at most a third of the
+	// run's heartbeat timeout) unless the run or its worker is asked to
+	// stop meanwhile; default 0, answer at once.
+	WaitSeconds *int `json:"wait_seconds"`
+
+	wait time.Duration // set by validate
 }
 
 func (h *heartbeatRequest) validate(a *API) error {
 	if err := h.runRequest.validate(a); err != nil {
 		return err
+	}
+	if h.WaitSeconds != nil {
+		if err := checkRange("wait_seconds", *h.WaitSeconds, 0, maxWaitSeconds); err != nil {
+			return err
+		}
+		h.wait = time.Duration(*h.WaitSeconds) * time.Second
 	}
 	h.Message = truncateMessage(h.Message)
 	return nil
@@ -135,11 +151,13 @@ type heartbeatResponse struct {
 	HeartbeatTimeoutSeconds int `json:"heartbeat_timeout_seconds"`
 }
 
-// runHeartbeat renews the lease of a run held by the worker.
+// runHeartbeat renews the lease of a run held by the worker; with
+// wait_seconds it then holds the answer until the run or its worker is
+// asked to stop, or the wait ends.
 //
 // POST /api/runs/{run_id}/heartbeat
 func (a *API) runHeartbeat(ctx context.Context, req *heartbeatRequest) (*heartbeatResponse, error) {
-	res, err := a.disp.Heartbeat(ctx, req.runID, req.WorkerID, req.Message)
+	res, err := a.disp.HeartbeatWait(ctx, req.runID, req.WorkerID, req.Message, req.wait)
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
 	}
