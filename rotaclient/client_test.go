@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -51,12 +52,15 @@ type fake struct {
 	status int
 	body   string
 	got    []*http.Request
+	bodies [][]byte // of got, in order
 }
 
 func newFake(t *testing.T, status int, body string) (*fake, *rotaclient.Client) {
 	f := &fake{status: status, body: body}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.got = append(f.got, r)
+		b, _ := io.ReadAll(r.Body)
+		f.bodies = append(f.bodies, b)
 		w.WriteHeader(f.status)
 		w.Write([]byte(f.body))
 	}))

@@ -38,7 +38,7 @@ func (st *runState) beat(ctx context.Context, msg string, wait time.Duration) be
 	if wait >= time.Second && msg == "" && !st.w.plainBeats.Load() {
 		res, err = c.HeartbeatWait(hctx, runID, id, wait)
 		var re *rota.Error
-		if errors.As(err, &re) && re.Code == rota.CodeInvalid && re.Field == "wait_seconds" {
+		if errors.As(err, &re) && re.Field == "wait_seconds" { // unknown_field: an older server
 			st.w.plainBeats.Store(true)
 			st.log.Info("rotaworker: the server cannot hold heartbeats: a stop reaches handlers at their next heartbeat", "err", err)
 			res, err = c.Heartbeat(hctx, runID, id, msg)

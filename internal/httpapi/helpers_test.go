@@ -239,8 +239,9 @@ func (e *testEnv) submit(body map[string]any) string {
 
 // claimed is the data of a claim.
 type claimed struct {
-	Tasks []claimedJSON `json:"tasks"`
-	Drain bool          `json:"drain"`
+	Tasks        []claimedJSON `json:"tasks"`
+	Drain        bool          `json:"drain"`
+	ServerTimeMs int64         `json:"server_time_ms"`
 }
 
 func (e *testEnv) claim(worker string, kinds []string, max, wait int) claimed {
