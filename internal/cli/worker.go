@@ -34,20 +34,18 @@ const DefaultNoRetryCode = 65
 // goes into its failure message.
 const stderrTail = 4 << 10
 
-func newWorkerCmd(env Env) *cobra.Command {
-	var (
-		server    string
-		token     string
-		kinds     []string
-		r         commandRunner
-		cfg       rotaworker.Config
-		logLevel  string
-		logFormat string
-	)
-	cmd := &cobra.Command{
-		Use:   "worker --kind KIND [flags] -- COMMAND [ARG...]",
-		Short: "Run a command for each task of some kinds (any language); list and stop workers",
-		Long: `Run COMMAND once for each task of the given kinds, up to --concurrency at once per kind.
+// workerFlags are the flags of `rota worker`.
+type workerFlags struct {
+	server    string
+	token     string
+	kinds     []string
+	r         commandRunner
+	cfg       rotaworker.Config
+	logLevel  string
+	logFormat string
+}
+
+const workerLong = `Run COMMAND once for each task of the given kinds, up to --concurrency at once per kind.
 
 Each run gets its own process group, with
   standard input   the task's JSON payload
@@ -60,7 +58,8 @@ Standard error is logged (up to --max-output bytes) and its last 4 KiB end the f
 message. When the task is stopped, times out, its lease is lost or the worker stops after
 its grace period, the process group gets SIGTERM, then SIGKILL after --kill-grace; any
 process left in the group when the command ends is killed. A failing or crashing command
-never stops the worker.
+never stops the worker. A task's timeout and lease count from when the server handed it
+over, and a stop reaches the command at once.
 
 SIGINT or SIGTERM stop the worker gracefully: it claims nothing more, lets running commands
 finish for up to --grace, then kills the rest and hands their tasks back to be retried at
@@ -70,82 +69,125 @@ Note: ROTA_KIND is also the variable of the --kind flag of rota's commands; a co
 runs 'rota task submit' or 'rota task list' should pass --kind explicitly.
 
 Subcommands 'rota worker list' and 'rota worker stop ID' inspect and stop workers; to run a
-program called list or stop, put it after --.`,
+program called list or stop, put it after --.`
+
+func newWorkerCmd(env Env) *cobra.Command {
+	var wf workerFlags
+	cmd := &cobra.Command{
+		Use:   "worker --kind KIND [flags] -- COMMAND [ARG...]",
+		Short: "Run a command for each task of some kinds (any language); list and stop workers",
+		Long:  workerLong,
 		Example: `  rota worker --kind email --concurrency 4 -- ./send.sh --from noreply@example.com
   rota worker --kind resize --kind thumbnail -- python3 resize.py
   rota worker --kind report -- sh -c 'jq -r .name | ./report.sh'`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			switch dash := cmd.ArgsLenAtDash(); {
-			case len(args) == 0:
-				return usageError("give the command to run after --, e.g. rota worker --kind email -- ./send.sh; or a subcommand: list, stop")
-			case dash != 0:
-				return usageError("unknown subcommand %q: to run a command, put it after -- (rota worker --kind KIND -- COMMAND)", args[0])
-			}
-			return nil
-		},
+		Args: workerArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := bindEnv(cmd.Flags(), env.Getenv); err != nil {
 				return err
 			}
-			if len(kinds) == 0 {
-				return usageError("--kind is required (repeat it for several kinds)")
-			}
-			var ks []string
-			for _, k := range kinds {
-				if !rota.ValidKind(k) {
-					return usageError("--kind %q: want letters, digits and _.:- (1 to 128 characters)", k)
-				}
-				if !slices.Contains(ks, k) {
-					ks = append(ks, k)
-				}
-			}
-			if cfg.Concurrency < 1 {
-				return usageError("--concurrency %d: want at least 1", cfg.Concurrency)
-			}
-			if r.maxOutput < 1 {
-				return usageError("--max-output %d: want at least 1 byte", r.maxOutput)
-			}
-			if r.noRetryCode < 1 || r.noRetryCode > 255 {
-				return usageError("--no-retry-code %d: want 1 to 255", r.noRetryCode)
-			}
-			logger, err := newLogger(env.Stderr, logLevel, logFormat)
+			w, err := wf.newWorker(env, args)
 			if err != nil {
 				return err
-			}
-			c, err := rotaclient.New(rotaclient.Config{BaseURL: server, UserAgent: "rota-worker", Token: token})
-			if err != nil {
-				return usageError("--server %q: want a URL such as %s", server, defaultServer)
-			}
-			if _, err := exec.LookPath(args[0]); err != nil {
-				return usageError("command %q: %v", args[0], err)
-			}
-			r.argv = args
-			r.log = logger
-			cfg.Client = c
-			cfg.Logger = logger
-			cfg.CancelWait = r.killGrace + 2*time.Second
-			w := rotaworker.New(cfg)
-			for _, k := range ks {
-				w.Register(k, &r)
 			}
 			return w.Run(cmd.Context())
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&server, "server", defaultServer, "URL of the Rota server")
-	f.StringVar(&token, "token", "", "API token of the server, if it requires one")
-	f.StringSliceVar(&kinds, "kind", nil, "kind of tasks to run (required; repeatable, or comma-separated)")
-	f.StringVar(&cfg.ID, "id", "", "worker id, unique among running workers (default host-pid-random)")
-	f.IntVar(&cfg.Concurrency, "concurrency", 1, "commands run at once, per kind")
-	f.DurationVar(&cfg.Grace, "grace", 30*time.Second, "on SIGINT/SIGTERM or a remote stop, how long running commands may finish")
-	f.DurationVar(&r.killGrace, "kill-grace", 5*time.Second, "after SIGTERM, how long a cancelled command has before SIGKILL")
-	f.IntVar(&r.maxOutput, "max-output", 64<<10, "bytes of standard output kept as the message (and of standard error logged)")
-	f.IntVar(&r.noRetryCode, "no-retry-code", DefaultNoRetryCode, "exit code that fails the task without retry")
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	wf.define(cmd)
 	annotateEnv(cmd)
 	cmd.AddCommand(newWorkerListCmd(env), newWorkerStopCmd(env))
 	return cmd
+}
+
+// workerArgs wants a command after --, or a subcommand.
+func workerArgs(cmd *cobra.Command, args []string) error {
+	switch dash := cmd.ArgsLenAtDash(); {
+	case len(args) == 0:
+		return usageError("give the command to run after --, e.g. rota worker --kind email -- ./send.sh; or a subcommand: list, stop")
+	case dash != 0:
+		return usageError("unknown subcommand %q: to run a command, put it after -- (rota worker --kind KIND -- COMMAND)", args[0])
+	}
+	return nil
+}
+
+// define declares the flags on cmd.
+func (wf *workerFlags) define(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&wf.server, "server", defaultServer, "URL of the Rota server")
+	f.StringVar(&wf.token, "token", "", "API token of the server, if it requires one")
+	f.StringSliceVar(&wf.kinds, "kind", nil, "kind of tasks to run (required; repeatable, or comma-separated)")
+	f.StringVar(&wf.cfg.ID, "id", "", "worker id, unique among running workers (default host-pid-random)")
+	f.IntVar(&wf.cfg.Concurrency, "concurrency", 1, "commands run at once, per kind")
+	f.DurationVar(&wf.cfg.Grace, "grace", 30*time.Second, "on SIGINT/SIGTERM or a remote stop, how long running commands may finish")
+	f.DurationVar(&wf.r.killGrace, "kill-grace", 5*time.Second, "after SIGTERM, how long a cancelled command has before SIGKILL")
+	f.IntVar(&wf.r.maxOutput, "max-output", 64<<10, "bytes of standard output kept as the message (and of standard error logged)")
+	f.IntVar(&wf.r.noRetryCode, "no-retry-code", DefaultNoRetryCode, "exit code that fails the task without retry")
+	f.StringVar(&wf.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&wf.logFormat, "log-format", "text", "log format: text or json")
+}
+
+// validKinds checks --kind and drops duplicates.
+func (wf *workerFlags) validKinds() ([]string, error) {
+	if len(wf.kinds) == 0 {
+		return nil, usageError("--kind is required (repeat it for several kinds)")
+	}
+	var ks []string
+	for _, k := range wf.kinds {
+		if !rota.ValidKind(k) {
+			return nil, usageError("--kind %q: want letters, digits and _.:- (1 to 128 characters)", k)
+		}
+		if !slices.Contains(ks, k) {
+			ks = append(ks, k)
+		}
+	}
+	return ks, nil
+}
+
+// checkLimits checks the numeric flags.
+func (wf *workerFlags) checkLimits() error {
+	switch {
+	case wf.cfg.Concurrency < 1:
+		return usageError("--concurrency %d: want at least 1", wf.cfg.Concurrency)
+	case wf.r.maxOutput < 1:
+		return usageError("--max-output %d: want at least 1 byte", wf.r.maxOutput)
+	case wf.r.noRetryCode < 1 || wf.r.noRetryCode > 255:
+		return usageError("--no-retry-code %d: want 1 to 255", wf.r.noRetryCode)
+	}
+	return nil
+}
+
+// newWorker validates the flags and returns the worker that runs argv for
+// every kind.
+func (wf *workerFlags) newWorker(env Env, argv []string) (*rotaworker.Worker, error) {
+	ks, err := wf.validKinds()
+	if err != nil {
+		return nil, err
+	}
+	if err := wf.checkLimits(); err != nil {
+		return nil, err
+	}
+	logger, err := newLogger(env.Stderr, wf.logLevel, wf.logFormat)
+	if err != nil {
+		return nil, err
+	}
+	c, err := rotaclient.New(rotaclient.Config{BaseURL: wf.server, UserAgent: "rota-worker", Token: wf.token})
+	if err != nil {
+		return nil, usageError("--server %q: want a URL such as %s", wf.server, defaultServer)
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return nil, usageError("command %q: %v", argv[0], err)
+	}
+	r := wf.r
+	r.argv = argv
+	r.log = logger
+	cfg := wf.cfg
+	cfg.Client = c
+	cfg.Logger = logger
+	cfg.CancelWait = r.killGrace + 2*time.Second
+	w := rotaworker.New(cfg)
+	for _, k := range ks {
+		w.Register(k, &r)
+	}
+	return w, nil
 }
 
 // commandRunner runs one process per task. Immutable once the worker runs.
@@ -162,24 +204,49 @@ var _ rotaworker.Handler = (*commandRunner)(nil)
 // Work runs the command for one task; see the help of rota worker.
 func (r *commandRunner) Work(ctx context.Context, t *rotaworker.Task[json.RawMessage]) error {
 	log := r.log.With("kind", t.Kind, "task_id", t.ID, "run_id", t.RunID)
-	inR, inW, err := os.Pipe()
+	p, err := r.start(t)
 	if err != nil {
-		return fmt.Errorf("stdin pipe: %w", err)
+		return err
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return fmt.Errorf("stdout pipe: %w", err)
+	log.Debug("rota worker: command started", "pid", p.pgid)
+	p.feed(t.Raw)
+	stdout := &headBuffer{max: r.maxOutput}
+	stderr := &stderrLog{max: r.maxOutput, log: log}
+	copied := p.collect(stdout, stderr)
+	waitErr := r.wait(ctx, p, log)
+	p.cleanup(copied)
+	stderr.flush()
+	return r.outcome(ctx, t, p.cmd.ProcessState, waitErr, stdout, stderr, log)
+}
+
+// commandProc is one running command and our ends of its pipes.
+type commandProc struct {
+	cmd             *exec.Cmd
+	pgid            int // its process group: its pid
+	inW, outR, errR *os.File
+	waited          chan error // yields cmd.Wait's result
+}
+
+// start starts the command for t in a process group of its own, with the
+// task in its environment; the payload is yet to be fed.
+func (r *commandRunner) start(t *rotaworker.Task[json.RawMessage]) (*commandProc, error) {
+	var files [6]*os.File // inR, inW, outR, outW, errR, errW
+	closeAll := func() {
+		for _, f := range files {
+			if f != nil {
+				f.Close()
+			}
+		}
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
-		return fmt.Errorf("stderr pipe: %w", err)
+	for i, what := range []string{"stdin", "stdout", "stderr"} {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("%s pipe: %w", what, err)
+		}
+		files[2*i], files[2*i+1] = pr, pw
 	}
+	inR, inW, outR, outW, errR, errW := files[0], files[1], files[2], files[3], files[4], files[5]
 	cmd := exec.Command(r.argv[0], r.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.Env = append(os.Environ(),
@@ -194,73 +261,91 @@ func (r *commandRunner) Work(ctx context.Context, t *rotaworker.Task[json.RawMes
 		inW.Close()
 		outR.Close()
 		errR.Close()
-		return fmt.Errorf("start %s: %w", r.argv[0], startErr)
+		return nil, fmt.Errorf("start %s: %w", r.argv[0], startErr)
 	}
-	pgid := cmd.Process.Pid
-	log.Debug("rota worker: command started", "pid", pgid)
+	p := &commandProc{cmd: cmd, pgid: cmd.Process.Pid, inW: inW, outR: outR, errR: errR, waited: make(chan error, 1)}
+	go func() { p.waited <- cmd.Wait() }()
+	return p, nil
+}
 
+// feed writes the payload to the command's standard input, then closes it.
+func (p *commandProc) feed(payload []byte) {
 	go func() {
 		// A command that does not read its input gets EPIPE here once it
-		// is gone (or the pipe is closed below).
-		_, _ = inW.Write(t.Raw)
-		inW.Close()
+		// is gone (or the pipe is closed by cleanup).
+		_, _ = p.inW.Write(payload)
+		p.inW.Close()
 	}()
-	stdout := &headBuffer{max: r.maxOutput}
-	stderr := &stderrLog{max: r.maxOutput, log: log}
-	copied := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(stdout, outR); copied <- struct{}{} }()
-	go func() { _, _ = io.Copy(stderr, errR); copied <- struct{}{} }()
+}
 
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	var waitErr error
+// collect copies the command's output into stdout and stderr; the
+// returned channel yields once per stream copied to its end.
+func (p *commandProc) collect(stdout, stderr io.Writer) <-chan struct{} {
+	copied := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(stdout, p.outR); copied <- struct{}{} }()
+	go func() { _, _ = io.Copy(stderr, p.errR); copied <- struct{}{} }()
+	return copied
+}
+
+// wait waits for the command to end. When ctx ends first, its group gets
+// SIGTERM, then SIGKILL after killGrace.
+func (r *commandRunner) wait(ctx context.Context, p *commandProc, log *slog.Logger) error {
 	select {
-	case waitErr = <-waited:
+	case err := <-p.waited:
+		return err
 	case <-ctx.Done():
-		log.Info("rota worker: stopping the command", "cause", context.Cause(ctx))
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		t := time.NewTimer(r.killGrace)
-		select {
-		case waitErr = <-waited:
-		case <-t.C:
-			log.Warn("rota worker: the command ignored SIGTERM: killing it", "grace", r.killGrace)
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			waitErr = <-waited
-		}
-		t.Stop()
 	}
-	// Whatever is left of the group goes with the command.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	log.Info("rota worker: stopping the command", "cause", context.Cause(ctx))
+	_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
+	t := time.NewTimer(r.killGrace)
+	defer t.Stop()
+	select {
+	case err := <-p.waited:
+		return err
+	case <-t.C:
+		log.Warn("rota worker: the command ignored SIGTERM: killing it", "grace", r.killGrace)
+		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		return <-p.waited
+	}
+}
+
+// cleanup kills whatever is left of the command's group and closes our
+// pipes once their output is copied (or after a second: a process that
+// left the group may hold them).
+func (p *commandProc) cleanup(copied <-chan struct{}) {
+	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
 	drain := time.NewTimer(time.Second)
 	for range 2 {
 		select {
 		case <-copied:
 		case <-drain.C:
-			// A process that left the group still holds the pipes.
-			outR.Close()
-			errR.Close()
+			p.outR.Close()
+			p.errR.Close()
 		}
 	}
 	drain.Stop()
-	outR.Close()
-	errR.Close()
-	inW.Close()
-	stderr.flush()
+	p.outR.Close()
+	p.errR.Close()
+	p.inW.Close()
+}
 
+// outcome turns how the command ended into the handler's result.
+func (r *commandRunner) outcome(ctx context.Context, t *rotaworker.Task[json.RawMessage], st *os.ProcessState, waitErr error,
+	stdout *headBuffer, stderr *stderrLog, log *slog.Logger) error {
 	if waitErr == nil {
 		t.SetMessage(strings.TrimRight(stdout.String(), "\r\n"))
 		log.Debug("rota worker: command succeeded")
 		return nil
 	}
-	msg := describeExit(cmd.ProcessState, waitErr)
+	msg := describeExit(st, waitErr)
 	if cause := context.Cause(ctx); cause != nil {
 		msg += " (" + cause.Error() + ")"
 	}
 	if tail := stderr.tail(); tail != "" {
 		msg += "\nstderr:\n" + tail
 	}
-	err = errors.New(msg)
-	if st := cmd.ProcessState; st != nil && st.ExitCode() == r.noRetryCode {
+	err := errors.New(msg)
+	if st != nil && st.ExitCode() == r.noRetryCode {
 		return rotaworker.NoRetry(err)
 	}
 	return err
