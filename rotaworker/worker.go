@@ -11,6 +11,12 @@
 // error a failure that the server retries (unless wrapped with [NoRetry] or
 // out of retries), a panic a failure whose message holds the stack.
 //
+// A run's clocks (its timeout and its lease) start when the server handed
+// it over, as the claim's answer states (started_at against the server's
+// own clock), never when the claim was sent: a task that arrives late in a
+// long poll keeps all of its time. The worker's timeout never fires before
+// the server's deadline; the server enforces that deadline itself.
+//
 // # Cancellation
 //
 // A handler's context is cancelled, with a cause that tells why
@@ -27,7 +33,11 @@
 //     [ErrWorkerStopping]; the run is released — handed back unfinished,
 //     no retry spent — so that another worker takes it at once).
 //
-// Each is noticed within one heartbeat interval. A handler should return
+// Each is noticed within one heartbeat interval; a stop made through the
+// node the worker talks to is noticed at once, for each run's heartbeat is
+// held open by the server, which answers it as soon as the task is stopped
+// (the first heartbeat goes out within a second of the start; runs that end
+// sooner never heartbeat). A handler should return
 // soon after its context is done; one that does not is waited for up to
 // Config.CancelWait, then its run is reported anyway and the handler's
 // goroutine is left to finish on its own (it still holds its concurrency

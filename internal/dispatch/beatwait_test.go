@@ -59,8 +59,8 @@ func noBeat(t *testing.T, ch <-chan beatOutcome) {
 func TestHeartbeatWaitAnswersAtOnceOnStop(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name       string
-		trigger    func(f *fixture, taskID string) error
+		name        string
+		trigger     func(f *fixture, taskID string) error
 		stop, drain bool
 	}{
 		{"task stopped", func(f *fixture, id string) error {
