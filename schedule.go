@@ -2,6 +2,11 @@ package rota
 
 import (
 	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -100,10 +105,34 @@ type PlanSpec struct {
 // Target makes Rota itself execute a schedule's runs: an HTTP request to
 // URL with Method (default POST) and Headers, whose body is the run's
 // payload. A 2xx answer is SUCCESS; any other is FAILED.
+//
+// Header values are secrets (tokens): the API shows them as "***", and a
+// Target printed (%v, %+v, %s) or logged (slog) shows only their names.
 type Target struct {
 	URL     string
 	Method  string
 	Headers map[string]string
+}
+
+// String describes t with its header values masked.
+func (t Target) String() string {
+	names := slices.Sorted(maps.Keys(t.Headers))
+	for i, n := range names {
+		names[i] = n + ": ***"
+	}
+	return fmt.Sprintf("%s %s [%s]", t.Method, t.URL, strings.Join(names, ", "))
+}
+
+// GoString is String: %#v does not show header values either.
+func (t Target) GoString() string { return t.String() }
+
+// LogValue logs t with its header values masked.
+func (t Target) LogValue() slog.Value {
+	masked := make(map[string]string, len(t.Headers))
+	for k := range t.Headers {
+		masked[k] = "***"
+	}
+	return slog.GroupValue(slog.String("url", t.URL), slog.String("method", t.Method), slog.Any("headers", masked))
 }
 
 // ConcurrencyPolicy says what a fire does when MaxConcurrency runs of the

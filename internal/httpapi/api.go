@@ -19,6 +19,7 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/clock"
 	"github.com/rotahq/rota/internal/dispatch"
+	"github.com/rotahq/rota/internal/netguard"
 	"github.com/rotahq/rota/internal/store"
 )
 
@@ -97,6 +99,11 @@ type Config struct {
 	// edited, paused, resumed, triggered or deleted here (the schedule
 	// engine reloads it at once instead of at its next poll).
 	ScheduleChanged func(id string)
+	// TargetGuard refuses schedule targets on refused addresses when they
+	// are created or edited (literal addresses and localhost; names are
+	// checked when the executor dials them). Default: a guard with no
+	// allow list.
+	TargetGuard *netguard.Guard
 }
 
 // API is the HTTP API. It is safe for concurrent use; create it with New.
@@ -111,6 +118,7 @@ type API struct {
 	maxBatchBody int64
 	bodyTimeout  time.Duration
 	schedChanged func(id string)
+	guard        *netguard.Guard
 	nodeID       string
 	version      string
 	handler      http.Handler
@@ -153,6 +161,14 @@ func New(cfg Config) (*API, error) {
 	a.bodyTimeout = cfg.BodyReadTimeout
 	if a.bodyTimeout <= 0 {
 		a.bodyTimeout = time.Minute
+	}
+	a.guard = cfg.TargetGuard
+	if a.guard == nil {
+		g, err := netguard.New(netguard.Config{})
+		if err != nil {
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
+		a.guard = g
 	}
 	a.handler = a.routes()
 	return a, nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/dispatch"
+	"github.com/rotahq/rota/internal/netguard"
 	"github.com/rotahq/rota/internal/store"
 	"github.com/rotahq/rota/internal/store/sqlitestore"
 )
@@ -41,6 +42,8 @@ type setupOptions struct {
 	bodyTimeout time.Duration
 	// scheduleChanged is Config.ScheduleChanged.
 	scheduleChanged func(id string)
+	// targetGuard is Config.TargetGuard.
+	targetGuard *netguard.Guard
 }
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
@@ -91,7 +94,7 @@ func setup(t testing.TB, opts ...func(*setupOptions)) *testEnv {
 		t.Fatalf("dispatcher start: %v", err)
 	}
 	a, err := New(Config{Store: s, Dispatcher: d, Logger: logger, MaxPayload: o.maxPayload, BodyReadTimeout: o.bodyTimeout, NodeID: "node-1", Version: "test",
-		ScheduleChanged: o.scheduleChanged})
+		ScheduleChanged: o.scheduleChanged, TargetGuard: o.targetGuard})
 	if err != nil {
 		t.Fatalf("httpapi.New: %v", err)
 	}

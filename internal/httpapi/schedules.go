@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/netguard"
 	"github.com/rotahq/rota/internal/schedule"
 	"github.com/rotahq/rota/internal/store"
 )
@@ -119,8 +120,10 @@ func checkEnum[T ~string](field string, v *string, valid func(T) bool, names str
 }
 
 // apply checks b and applies it to s; create says whether this is a new
-// schedule (required fields).
-func (b *scheduleBody) apply(s *rota.Schedule, create bool, maxPayload int64) error {
+// schedule (required fields). A target is checked against a.guard, and a
+// target header value "***" keeps the value s had.
+func (b *scheduleBody) apply(a *API, s *rota.Schedule, create bool) error {
+	maxPayload := a.maxPayload
 	if b.Name != nil {
 		if err := checkName("name", *b.Name, maxScheduleName); err != nil {
 			return err
@@ -226,7 +229,7 @@ func (b *scheduleBody) apply(s *rota.Schedule, create bool, maxPayload int64) er
 		}
 	}
 	if len(b.Target) > 0 {
-		t, err := checkTarget(b.Target)
+		t, err := checkTarget(b.Target, s.Target, a.guard)
 		if err != nil {
 			return err
 		}
@@ -235,8 +238,15 @@ func (b *scheduleBody) apply(s *rota.Schedule, create bool, maxPayload int64) er
 	return nil
 }
 
-// checkTarget decodes and checks the target object; null removes it.
-func checkTarget(raw json.RawMessage) (*rota.Target, error) {
+// maskedValue is what the API shows for every target header value; sent
+// back in a PATCH, it keeps the stored value.
+const maskedValue = "***"
+
+// checkTarget decodes and checks the target object; null removes it. A
+// header value "***" is prev's value of that header (an error when prev
+// has none). A URL on a refused literal address or localhost is an error
+// naming target.url.
+func checkTarget(raw json.RawMessage, prev *rota.Target, guard *netguard.Guard) (*rota.Target, error) {
 	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		return nil, nil
 	}
@@ -247,6 +257,9 @@ func checkTarget(raw json.RawMessage) (*rota.Target, error) {
 	u, err := url.Parse(tb.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(tb.URL) > maxTargetURL {
 		return nil, rota.Invalid("target.url", "must be an absolute http or https URL of at most %d bytes", maxTargetURL)
+	}
+	if err := guard.CheckURL(tb.URL); err != nil {
+		return nil, rota.Invalid("target.url", "%v", err)
 	}
 	method := strings.ToUpper(tb.Method)
 	switch method {
@@ -259,12 +272,41 @@ func checkTarget(raw json.RawMessage) (*rota.Target, error) {
 	if len(tb.Headers) > maxTargetHeaders {
 		return nil, rota.Invalid("target.headers", "must have at most %d entries", maxTargetHeaders)
 	}
+	headers := make(map[string]string, len(tb.Headers))
 	for k, v := range tb.Headers {
 		if k == "" || strings.ContainsAny(k, " \t\r\n:") || strings.ContainsAny(v, "\r\n") {
 			return nil, rota.Invalid("target.headers", "header %s is not a valid name and value", shortQuote(k))
 		}
+		if v == maskedValue {
+			old, ok := storedHeader(prev, k)
+			if !ok {
+				return nil, rota.Invalid("target.headers", "header %s is %q, which keeps a stored value, but the schedule has none for it", shortQuote(k), maskedValue)
+			}
+			v = old
+		}
+		headers[k] = v
 	}
-	return &rota.Target{URL: tb.URL, Method: method, Headers: tb.Headers}, nil
+	if tb.Headers == nil {
+		headers = nil
+	}
+	return &rota.Target{URL: tb.URL, Method: method, Headers: headers}, nil
+}
+
+// storedHeader returns t's value of header name (compared as HTTP header
+// names: case-insensitively).
+func storedHeader(t *rota.Target, name string) (string, bool) {
+	if t == nil {
+		return "", false
+	}
+	if v, ok := t.Headers[name]; ok {
+		return v, true
+	}
+	for k, v := range t.Headers {
+		if strings.EqualFold(k, name) {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 // armError maps a timetable error to an invalid-field error.
@@ -344,9 +386,10 @@ func toScheduleJSON(s *rota.Schedule) *scheduleJSON {
 		}
 	}
 	if t := s.Target; t != nil {
-		out.Target = &targetBody{URL: t.URL, Method: t.Method, Headers: t.Headers}
-		if out.Target.Headers == nil {
-			out.Target.Headers = map[string]string{}
+		// Header values are secrets (tokens): stored, never shown.
+		out.Target = &targetBody{URL: t.URL, Method: t.Method, Headers: make(map[string]string, len(t.Headers))}
+		for k := range t.Headers {
+			out.Target.Headers[k] = maskedValue
 		}
 	}
 	return out
@@ -385,7 +428,7 @@ type createRequest struct {
 
 func (c *createRequest) validate(a *API) error {
 	c.sched = newSchedule()
-	return c.apply(&c.sched, true, a.maxPayload)
+	return c.apply(a, &c.sched, true)
 }
 
 // scheduleIDResponse is the data of POST /api/schedules.
@@ -544,7 +587,7 @@ type updateScheduleRequest struct {
 //
 // PATCH /api/schedules/{id}
 func (a *API) scheduleUpdate(ctx context.Context, req *updateScheduleRequest) (*scheduleJSON, error) {
-	s, err := a.edit(ctx, req.ref, func(s *rota.Schedule) error { return req.apply(s, false, a.maxPayload) })
+	s, err := a.edit(ctx, req.ref, func(s *rota.Schedule) error { return req.apply(a, s, false) })
 	if err != nil {
 		return nil, fmt.Errorf("update schedule: %w", err)
 	}
@@ -797,7 +840,7 @@ func (a *API) schedulePreview(ctx context.Context, req *previewRequest) (*fireTi
 	if len(b.Task) == 0 {
 		b.Task = json.RawMessage(`{}`)
 	}
-	if err := b.apply(&s, true, a.maxPayload); err != nil {
+	if err := b.apply(a, &s, true); err != nil {
 		return nil, err
 	}
 	if err := schedule.Arm(&s, nil, from); err != nil {

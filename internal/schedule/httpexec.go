@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/rotahq/rota/internal/clock"
 	"github.com/rotahq/rota/internal/dispatch"
 	"github.com/rotahq/rota/internal/metrics"
+	"github.com/rotahq/rota/internal/netguard"
 	"github.com/rotahq/rota/internal/store"
 )
 
@@ -31,6 +33,9 @@ const (
 	// DefaultHTTPMessageBytes caps the answer body kept in a failed run's
 	// message.
 	DefaultHTTPMessageBytes = 1024
+	// HTTPBodyBytes caps the answer body read from a target; the rest is
+	// not read.
+	HTTPBodyBytes = 64 << 10
 )
 
 // HTTPDispatcher is what the HTTP executor needs of the dispatcher: it is a
@@ -52,10 +57,13 @@ type HTTPExecutorConfig struct {
 	Schedules  store.ScheduleStore // required: targets and their kinds
 	Tasks      TaskGetter          // required: the schedule of a claimed run
 	Dispatcher HTTPDispatcher      // required
-	Client     *http.Client        // default: a client without a global timeout
-	Clock      clock.Clock         // default clock.Real; drives timeouts and heartbeats
-	Logger     *slog.Logger        // default slog.Default()
-	Metrics    *metrics.Metrics    // optional
+	// Guard is the only way out: every address a target resolves to, and
+	// every redirect, is checked at dial time. Default: a guard with no
+	// allow list (loopback, private, link-local… are refused).
+	Guard   *netguard.Guard
+	Clock   clock.Clock      // default clock.Real; drives timeouts and heartbeats
+	Logger  *slog.Logger     // default slog.Default()
+	Metrics *metrics.Metrics // optional
 
 	MaxInFlight  int           // default DefaultHTTPMaxInFlight
 	MessageBytes int           // default DefaultHTTPMessageBytes
@@ -81,7 +89,8 @@ type HTTPExecutorConfig struct {
 // a stop (CANCEL_PREV, a user) cancels the request and the run ends
 // CANCELED.
 type HTTPExecutor struct {
-	cfg HTTPExecutorConfig // immutable after NewHTTPExecutor
+	cfg    HTTPExecutorConfig // immutable after NewHTTPExecutor
+	client *http.Client       // cfg.Guard's: no global timeout, redirects checked
 
 	slots   chan struct{} // one per request in flight
 	wg      sync.WaitGroup
@@ -102,8 +111,12 @@ func NewHTTPExecutor(cfg HTTPExecutorConfig) (*HTTPExecutor, error) {
 	if cfg.Schedules == nil || cfg.Tasks == nil || cfg.Dispatcher == nil {
 		return nil, errors.New("schedule: HTTP executor needs Schedules, Tasks and Dispatcher")
 	}
-	if cfg.Client == nil {
-		cfg.Client = &http.Client{}
+	if cfg.Guard == nil {
+		g, err := netguard.New(netguard.Config{})
+		if err != nil {
+			return nil, fmt.Errorf("schedule: HTTP executor: %w", err)
+		}
+		cfg.Guard = g
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
@@ -125,7 +138,7 @@ func NewHTTPExecutor(cfg HTTPExecutorConfig) (*HTTPExecutor, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &HTTPExecutor{
-		cfg: cfg, slots: make(chan struct{}, cfg.MaxInFlight),
+		cfg: cfg, client: cfg.Guard.Client(), slots: make(chan struct{}, cfg.MaxInFlight),
 		quit: make(chan struct{}), done: make(chan struct{}), ctx: ctx, abort: cancel,
 	}, nil
 }
@@ -281,9 +294,18 @@ func (x *HTTPExecutor) Execute(ctx context.Context, c rota.ClaimedRun) rota.Stat
 	if method == "" {
 		method = http.MethodPost
 	}
-	req, err := http.NewRequestWithContext(rctx, method, t.URL, bytes.NewReader(c.Payload))
+	// The target's headers go to its own host only, never past a
+	// redirect to another.
+	secrets := make([]string, 0, len(t.Headers))
+	for k := range t.Headers {
+		secrets = append(secrets, k)
+	}
+	req, err := http.NewRequestWithContext(netguard.WithSecretHeaders(rctx, secrets), method, t.URL, bytes.NewReader(c.Payload))
 	if err != nil {
 		return x.report(ctx, c, false, "bad target: "+err.Error(), nil)
+	}
+	if err := x.cfg.Guard.CheckURL(t.URL); err != nil {
+		return x.report(ctx, c, false, err.Error(), nil)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range t.Headers {
@@ -295,7 +317,7 @@ func (x *HTTPExecutor) Execute(ctx context.Context, c rota.ClaimedRun) rota.Stat
 	if !task.FireTime.IsZero() {
 		req.Header.Set("Rota-Fire-Time", strconv.FormatInt(task.FireTime.Unix(), 10))
 	}
-	resp, err := x.cfg.Client.Do(req)
+	resp, err := x.client.Do(req)
 	if err != nil {
 		switch cause := context.Cause(rctx); {
 		case errors.Is(cause, errRunTimeout):
@@ -307,14 +329,31 @@ func (x *HTTPExecutor) Execute(ctx context.Context, c rota.ClaimedRun) rota.Stat
 		case ctx.Err() != nil:
 			return x.report(ctx, c, false, "aborted: Rota's HTTP executor stopped (server shutdown) before an answer came", nil)
 		}
-		return x.report(ctx, c, false, "request failed: "+err.Error(), nil)
+		var refused *netguard.RefusedError
+		if errors.As(err, &refused) {
+			return x.report(ctx, c, false, refused.Error(), nil)
+		}
+		return x.report(ctx, c, false, redact("request failed: "+err.Error(), t.Headers), nil)
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, int64(x.cfg.MessageBytes)+1))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, HTTPBodyBytes))
 	resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return x.report(ctx, c, true, fmt.Sprintf("HTTP %d", resp.StatusCode), nil)
 	}
-	return x.report(ctx, c, false, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, capText(body, x.cfg.MessageBytes)), nil)
+	quoted := capText([]byte(redact(string(body), t.Headers)), x.cfg.MessageBytes)
+	return x.report(ctx, c, false, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, quoted), nil)
+}
+
+// redact replaces the target's header values in msg (an answer that
+// echoes them, an error quoting them) with "***": a run's message is
+// shown to anyone who can read runs.
+func redact(msg string, headers map[string]string) string {
+	for _, v := range headers {
+		if len(v) >= 4 {
+			msg = strings.ReplaceAll(msg, v, "***")
+		}
+	}
+	return msg
 }
 
 // watch cancels the request when the run's timeout passes, when a

@@ -12,15 +12,28 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/dispatch"
+	"github.com/rotahq/rota/internal/netguard"
 	"github.com/rotahq/rota/internal/schedule"
 	"github.com/rotahq/rota/internal/store"
 )
 
+// executor returns an HTTP executor whose guard allows the test servers'
+// 127.0.0.1 (the default guard refuses loopback).
 func (e *env) executor() *schedule.HTTPExecutor {
 	e.t.Helper()
+	return e.executorAllowing("127.0.0.1")
+}
+
+// executorAllowing returns an HTTP executor whose guard allows allow.
+func (e *env) executorAllowing(allow ...string) *schedule.HTTPExecutor {
+	e.t.Helper()
+	g, err := netguard.New(netguard.Config{Allow: allow})
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	x, err := schedule.NewHTTPExecutor(schedule.HTTPExecutorConfig{
 		Schedules: e.st, Tasks: e.st, Dispatcher: e.disp, Clock: e.clk, Metrics: e.m,
-		Logger: slog.New(slog.DiscardHandler),
+		Logger: slog.New(slog.DiscardHandler), Guard: g,
 	})
 	if err != nil {
 		e.t.Fatal(err)

@@ -28,6 +28,7 @@ func (s *Server) initSchedules() (*scheduling, error) {
 	}
 	exec, err := schedule.NewHTTPExecutor(schedule.HTTPExecutorConfig{
 		Schedules: s.store, Tasks: s.store, Dispatcher: s.disp, Clock: s.cfg.Clock, Logger: s.cfg.Logger, Metrics: s.sched,
+		Guard: s.guard,
 	})
 	if err != nil {
 		return nil, err

@@ -25,6 +25,7 @@ import (
 	"github.com/rotahq/rota/internal/events"
 	"github.com/rotahq/rota/internal/httpapi"
 	"github.com/rotahq/rota/internal/metrics"
+	"github.com/rotahq/rota/internal/netguard"
 	"github.com/rotahq/rota/internal/store"
 	"github.com/rotahq/rota/internal/store/pgstore"
 	"github.com/rotahq/rota/internal/store/sqlitestore"
@@ -69,6 +70,11 @@ type Config struct {
 	// (default 5s): a dead leader is replaced within that time plus one
 	// election tick (a quarter of it).
 	LeaderLease time.Duration
+	// TargetAllow lists what schedule targets may reach although the
+	// outbound guard refuses it by default (loopback, private, link-local…):
+	// CIDRs, addresses, address:port, host names or host:port (see
+	// netguard.Config.Allow). Empty: nothing more.
+	TargetAllow []string
 	Logger      *slog.Logger
 	Clock       clock.Clock
 }
@@ -82,6 +88,7 @@ type Server struct {
 	ln    net.Listener
 	errc  chan error
 
+	guard *netguard.Guard // the outbound guard of schedule targets
 	hub   *events.Hub
 	reg   *prometheus.Registry
 	sched *metrics.Metrics // the schedule engine's metrics
@@ -148,6 +155,10 @@ func compose(cfg Config, st store.Store) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	guard, err := netguard.New(netguard.Config{Allow: cfg.TargetAllow})
+	if err != nil {
+		return nil, fmt.Errorf("target allow list: %w", err)
+	}
 	member := &membership{ttl: cfg.LeaderLease, tick: cfg.LeaderLease / 4}
 	disp, err := dispatch.New(dispatch.Config{
 		Store: st, Clock: cfg.Clock, Logger: cfg.Logger, IDs: &rota.IDGenerator{},
@@ -164,6 +175,7 @@ func compose(cfg Config, st store.Store) (*Server, error) {
 		MaxPayload: cfg.MaxPayload, Version: buildinfo.Get().Version, NodeID: cfg.NodeID,
 		// The engine exists once compose returns, before any request.
 		ScheduleChanged: func(id string) { schedChanged(id) },
+		TargetGuard:     guard,
 	})
 	if err != nil {
 		return nil, err
@@ -190,6 +202,7 @@ func compose(cfg Config, st store.Store) (*Server, error) {
 		cfg:   cfg,
 		store: st,
 		disp:  disp,
+		guard: guard,
 		hub:   hub,
 		reg:   reg,
 		sched: schedMetrics,
