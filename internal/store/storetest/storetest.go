@@ -19,7 +19,7 @@
 // idempotency), claim.go (state machine, delays), lease.go (leases, fencing,
 // timeouts), priority.go (weighted rounds, kinds order, pinning), multi.go
 // (multi-worker tasks), stop.go (stop and update), kind.go, worker.go,
-// stats.go, concurrency.go and bench.go.
+// stats.go, concurrency.go, cluster.go, limits.go, schedules.go and bench.go.
 package storetest
 
 import (
@@ -73,6 +73,10 @@ func Run(t *testing.T, newStore func(tb testing.TB) store.Store) {
 		{"Cluster", testCluster},
 		{"Protocol", testProtocol},
 		{"Limits", testLimits},
+		{"ScheduleCRUD", testScheduleCRUD},
+		{"ScheduleLoad", testScheduleLoad},
+		{"ScheduleFire", testScheduleFire},
+		{"ScheduleRuns", testScheduleRuns},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {
