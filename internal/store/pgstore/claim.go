@@ -224,7 +224,7 @@ func rateLimited(ctx context.Context, t *txn, p store.TaskClaimParams, kind stri
 	return nil, now + store.RateWait(rate, tokens).Milliseconds(), nil
 }
 
-// The weighted round, restated for SQL. sqlitestore's weightedPick walks
+// The weighted round, restated for SQL. store.WeightedPick walks
 // the slots of the round from the kind's position: f² high slots, f mid
 // slots, 1 low slot, over and over; at each slot it hands out the next task
 // of the slot's level, or skips the slot when the level has no more. So the
@@ -235,13 +235,12 @@ func rateLimited(ctx context.Context, t *txn, p store.TaskClaimParams, kind stri
 // level's candidates, gives each its slot and keeps the n first, so one
 // statement makes the whole pick and locks only the tasks it hands out.
 // The tests check round_slot against a Go transcription, and that against
-// weightedPick itself.
+// store.WeightedPick itself.
 
 // nextRoundPos is the round position after a claim whose last task went
 // out at slot (counted from the start of the round of the old position).
 func nextRoundPos(f int, slot int64) int {
-	f = max(f, 1)
-	return int((slot + 1) % int64(f*f+f+1))
+	return int((slot + 1) % int64(store.RoundLen(f)))
 }
 
 // candidatesSQL picks, locks and returns (slot first) up to $4 tasks of

@@ -60,8 +60,8 @@
 //
 // The pick itself is one statement (candidatesSQL): six index range scans
 // of tasks_ready, each stopping after Max rows, ranked in weighted-round
-// order by the SQL function round_slot, the restatement of sqlitestore's
-// weightedPick that the tests check against it. Only the tasks handed out
+// order by the SQL function round_slot, the restatement of
+// store.WeightedPick that the tests check against it. Only the tasks handed out
 // are locked. Its cost does not depend on how many tasks wait. A
 // PinnedOnly claim (the HTTP executor's) uses the three pinned ranges only
 // (pinnedCandidatesSQL).

@@ -122,7 +122,7 @@ func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind strin
 	if err != nil {
 		return nil, 0, err
 	}
-	picked, pos := weightedPick(queues, factor, pos, max)
+	picked, pos := store.WeightedPick(queues, factor, pos, max)
 	if len(picked) == 0 {
 		return nil, 0, nil
 	}
@@ -219,43 +219,4 @@ func candidates(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind stri
 		}
 	}
 	return queues, rows.Err()
-}
-
-// weightedPick takes up to max items from three FIFO queues (high, mid,
-// low) in weighted rounds of f² high, f mid and 1 low, starting at position
-// pos of the round and skipping the rest of a level's slots when it is
-// empty. It returns the picks and the position to resume from.
-func weightedPick[T any](queues [3][]T, f, pos, max int) ([]T, int) {
-	if f < 1 {
-		f = 1
-	}
-	bounds := [3]int{f * f, f*f + f, f*f + f + 1} // end of each level's slots
-	round := bounds[2]
-	if pos < 0 || pos >= round {
-		pos = 0
-	}
-	levelAt := func(p int) int {
-		switch {
-		case p < bounds[0]:
-			return 0
-		case p < bounds[1]:
-			return 1
-		}
-		return 2
-	}
-	var out []T
-	for len(out) < max {
-		if len(queues[0])+len(queues[1])+len(queues[2]) == 0 {
-			break
-		}
-		l := levelAt(pos)
-		if len(queues[l]) == 0 {
-			pos = bounds[l] % round // first slot of the next level
-			continue
-		}
-		out = append(out, queues[l][0])
-		queues[l] = queues[l][1:]
-		pos = (pos + 1) % round
-	}
-	return out, pos
 }
