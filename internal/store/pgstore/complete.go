@@ -331,8 +331,8 @@ func (g *groupWrites) queue(t *txn) {
 	)
 	for i, task := range g.tasks {
 		ids[i], statuses[i], msgs[i] = task.ID, string(task.Status), task.Message
-		avail[i] = task.avail
-		failures[i], successes[i], running[i] = int32(task.failures), int32(task.successes), int32(task.running)
+		avail[i] = task.Avail
+		failures[i], successes[i], running[i] = int32(task.Failures), int32(task.Successes), int32(task.Running)
 		runAt[i], endTime[i], updated[i] = ms(task.RunAt), ms(task.EndTime), g.updated[task.ID]
 		if len(task.Result) > 0 {
 			r := string(task.Result)

@@ -137,7 +137,7 @@ func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind strin
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, task_id, kind, worker_id, worker_address, attempt, status,
 			start_time, lease_expires_at, deadline, expires_at) VALUES (?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?, ?, ?)`,
-			runID, c.id, kind, p.WorkerID, p.WorkerAddress, attempt, now, lease, deadline, expiresAt(lease, deadline)); err != nil {
+			runID, c.id, kind, p.WorkerID, p.WorkerAddress, attempt, now, lease, deadline, store.RunExpiresAt(lease, deadline)); err != nil {
 			return nil, 0, fmt.Errorf("sqlitestore: insert run: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'RUNNING', attempt = ?, running = running + 1,
