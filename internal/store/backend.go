@@ -185,10 +185,15 @@ func TaskListPage(tasks []rota.Task, limit int) TaskListResult {
 	return res
 }
 
-// Apply sets on t the fields p changes (the others stay): a backend reads
-// the task, applies the update and stores the fields back. WorkerIDs is
-// copied.
-func (p TaskUpdateParams) Apply(t *rota.Task) {
+// ApplyTo applies the update to the task read for it, which a backend
+// then stores: rota.ErrConflict for a finished task, else the changed
+// fields set (WorkerIDs copied). stopDisallowed says whether the task's
+// running runs of workers not in its new, non-empty WorkerIDs must be
+// asked to stop.
+func (p TaskUpdateParams) ApplyTo(t *TaskRow) (stopDisallowed bool, err error) {
+	if t.Done {
+		return false, ConflictError("task %s is already %s", t.ID, t.Status)
+	}
 	if p.Priority != nil {
 		t.Priority = *p.Priority
 	}
@@ -200,6 +205,34 @@ func (p TaskUpdateParams) Apply(t *rota.Task) {
 	}
 	if p.WorkerIDs != nil {
 		t.WorkerIDs = append([]string(nil), (*p.WorkerIDs)...)
+	}
+	return p.WorkerIDs != nil && len(t.WorkerIDs) > 0, nil
+}
+
+// DefaultStopMessage is the message of a task stopped without one.
+const DefaultStopMessage = "stopped"
+
+// MessageFor is the message a stop leaves on the task read for it, or
+// rota.ErrConflict for a finished task, which cannot be stopped.
+func (p TaskStopParams) MessageFor(t *TaskRow) (string, error) {
+	if t.Done {
+		return "", ConflictError("task %s is already %s and cannot be stopped", t.ID, t.Status)
+	}
+	if p.Message == "" {
+		return DefaultStopMessage, nil
+	}
+	return p.Message, nil
+}
+
+// TaskInvariants are the invariants every backend's Check verifies, in SQL
+// both dialects read alike; a backend adds its own.
+func TaskInvariants() []Invariant {
+	return []Invariant{
+		{What: "task running counter differs from its RUNNING runs", Query: `SELECT t.id FROM tasks t WHERE t.running <>
+			(SELECT count(*) FROM runs r WHERE r.task_id = t.id AND r.status = 'RUNNING') LIMIT 5`},
+		{What: "task successes counter differs from its SUCCESS runs", Query: `SELECT t.id FROM tasks t WHERE t.successes <>
+			(SELECT count(*) FROM runs r WHERE r.task_id = t.id AND r.status = 'SUCCESS') LIMIT 5`},
+		{What: "RUNNING task without running runs", Query: `SELECT id FROM tasks WHERE status = 'RUNNING' AND running = 0 LIMIT 5`},
 	}
 }
 

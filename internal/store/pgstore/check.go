@@ -25,25 +25,20 @@ import (
 // It reads the whole tasks table: a tool for tests and crash checks, not
 // for a busy production database.
 func (s *Store) Check(ctx context.Context) error {
-	checks := []store.Invariant{
-		{What: "task running counter differs from its RUNNING runs", Query: `SELECT t.id FROM tasks t WHERE t.running <>
-			(SELECT count(*) FROM runs r WHERE r.task_id = t.id AND r.status = 'RUNNING') LIMIT 5`},
-		{What: "task successes counter differs from its SUCCESS runs", Query: `SELECT t.id FROM tasks t WHERE t.successes <>
-			(SELECT count(*) FROM runs r WHERE r.task_id = t.id AND r.status = 'SUCCESS') LIMIT 5`},
+	checks := append(store.TaskInvariants(), []store.Invariant{
 		{What: "task holders differ from the workers of its RUNNING and SUCCESS runs", Query: `SELECT t.id FROM tasks t
 			WHERE ARRAY(SELECT unnest(t.holders) ORDER BY 1) <> ARRAY(SELECT r.worker_id FROM runs r
 				WHERE r.task_id = t.id AND r.status IN ('RUNNING', 'SUCCESS') ORDER BY 1) LIMIT 5`},
 		{What: "terminal task without end time", Query: `SELECT id FROM tasks WHERE done AND end_time = 0 LIMIT 5`},
 		{What: "task available when it should not be, or the reverse", Query: `SELECT id FROM tasks
 			WHERE avail <> (NOT done AND NOT stop_requested AND NOT held AND running + successes < workers) LIMIT 5`},
-		{What: "RUNNING task without running runs", Query: `SELECT id FROM tasks WHERE status = 'RUNNING' AND running = 0 LIMIT 5`},
 		{What: "held task that is not a waiting run of a schedule", Query: `SELECT id FROM tasks
 			WHERE held AND NOT done AND (status <> 'SCHEDULED' OR schedule_id = '') LIMIT 5`},
 		{What: "SKIPPED task without schedule or reason", Query: `SELECT id FROM tasks
 			WHERE status = 'SKIPPED' AND (schedule_id = '' OR skip_reason = '') LIMIT 5`},
 		{What: "schedule revision past the store's", Query: `SELECT id FROM schedules
 			WHERE rev > (SELECT rev FROM schedule_rev WHERE id = 1) LIMIT 5`},
-	}
+	}...)
 	return store.CheckInvariants(checks, func(q string) ([]string, error) {
 		rows, err := s.pool.Query(ctx, q)
 		if err != nil {

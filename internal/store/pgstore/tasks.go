@@ -381,11 +381,11 @@ func (s *Store) TaskUpdate(ctx context.Context, p store.TaskUpdateParams) (*rota
 		if err != nil {
 			return err
 		}
-		if row.Done {
-			return conflict("task %s is already %s", row.ID, row.Status)
+		stopDisallowed, err := p.ApplyTo(&row.TaskRow)
+		if err != nil {
+			return err
 		}
-		p.Apply(&row.Task)
-		if p.WorkerIDs != nil && len(row.WorkerIDs) > 0 {
+		if stopDisallowed {
 			// Runs of workers no longer allowed are asked to stop.
 			t.queue(`UPDATE runs SET stop_requested = true WHERE task_id = $1 AND status = 'RUNNING'
 				AND NOT (worker_id = ANY ($2))`, row.ID, row.WorkerIDs)
@@ -408,18 +408,15 @@ func (s *Store) TaskUpdate(ctx context.Context, p store.TaskUpdateParams) (*rota
 
 // TaskStop implements store.Store.
 func (s *Store) TaskStop(ctx context.Context, p store.TaskStopParams) (*rota.Task, error) {
-	msg := p.Message
-	if msg == "" {
-		msg = "stopped"
-	}
 	var out *rota.Task
 	err := s.tx(ctx, "stop task", func(t *txn) error {
 		row, err := lockTask(ctx, t, p.ID)
 		if err != nil {
 			return err
 		}
-		if row.Done {
-			return conflict("task %s is already %s and cannot be stopped", row.ID, row.Status)
+		msg, err := p.MessageFor(&row.TaskRow)
+		if err != nil {
+			return err
 		}
 		now := ms(p.Now)
 		if row.Running == 0 {

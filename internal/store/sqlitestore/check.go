@@ -19,17 +19,12 @@ import (
 //
 // The crash tests run it after kill -9.
 func (s *Store) Check(ctx context.Context) error {
-	checks := []store.Invariant{
-		{What: "task running counter differs from its RUNNING runs", Query: `SELECT t.id FROM tasks t WHERE t.running <>
-			(SELECT COUNT(*) FROM runs r WHERE r.task_id = t.id AND r.status = 'RUNNING') LIMIT 5`},
-		{What: "task successes counter differs from its SUCCESS runs", Query: `SELECT t.id FROM tasks t WHERE t.successes <>
-			(SELECT COUNT(*) FROM runs r WHERE r.task_id = t.id AND r.status = 'SUCCESS') LIMIT 5`},
+	checks := append(store.TaskInvariants(), []store.Invariant{
 		{What: "terminal task not marked done or without end time", Query: `SELECT id FROM tasks WHERE status IN
 			('SUCCESS','FAILED','TIMEOUT','CANCELED','SKIPPED') AND (done = 0 OR end_time = 0) LIMIT 5`},
 		{What: "unfinished task marked done", Query: `SELECT id FROM tasks WHERE status IN ('SCHEDULED','RUNNING') AND done = 1 LIMIT 5`},
-		{What: "RUNNING task without running runs", Query: `SELECT id FROM tasks WHERE status = 'RUNNING' AND running = 0 LIMIT 5`},
 		{What: "run of a missing task", Query: `SELECT r.id FROM runs r LEFT JOIN tasks t ON t.id = r.task_id WHERE t.id IS NULL LIMIT 5`},
-	}
+	}...)
 	err := store.CheckInvariants(checks, func(q string) ([]string, error) {
 		rows, err := s.r.QueryContext(ctx, q)
 		if err != nil {

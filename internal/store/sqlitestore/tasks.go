@@ -236,11 +236,11 @@ func (s *Store) TaskUpdate(ctx context.Context, p store.TaskUpdateParams) (*rota
 		if err != nil {
 			return err
 		}
-		if t.Done {
-			return conflict("task %s is already %s", t.ID, t.Status)
+		stopDisallowed, err := p.ApplyTo(t)
+		if err != nil {
+			return err
 		}
-		p.Apply(&t.Task)
-		if p.WorkerIDs != nil && len(t.WorkerIDs) > 0 {
+		if stopDisallowed {
 			// Runs of workers no longer allowed are asked to stop.
 			args := []any{t.ID}
 			for _, w := range t.WorkerIDs {
@@ -267,17 +267,14 @@ func (s *Store) TaskUpdate(ctx context.Context, p store.TaskUpdateParams) (*rota
 
 // TaskStop implements store.Store.
 func (s *Store) TaskStop(ctx context.Context, p store.TaskStopParams) (*rota.Task, error) {
-	msg := p.Message
-	if msg == "" {
-		msg = "stopped"
-	}
 	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		t, err := getTask(ctx, tx, p.ID)
 		if err != nil {
 			return err
 		}
-		if t.Done {
-			return conflict("task %s is already %s and cannot be stopped", t.ID, t.Status)
+		msg, err := p.MessageFor(t)
+		if err != nil {
+			return err
 		}
 		now := ms(p.Now)
 		if t.Running == 0 {

@@ -453,3 +453,12 @@ func sorted(ss []string) []string {
 
 // msec is n milliseconds.
 func msec(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// WantNewerSchemaRefused fails tb unless err is a backend's refusal to open
+// a schema that a newer rota migrated: the error must say to upgrade rota.
+func WantNewerSchemaRefused(tb testing.TB, err error) {
+	tb.Helper()
+	if err == nil || !strings.Contains(err.Error(), "upgrade rota") {
+		tb.Fatalf("New on a newer schema: err = %v, want a refusal that says to upgrade", err)
+	}
+}
