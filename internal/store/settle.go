@@ -123,3 +123,61 @@ func Settle(t SettleTask, r SettleRun) Settled {
 	s.Avail = !s.Done && !t.StopRequested && t.Running+s.Successes < t.Workers
 	return s
 }
+
+// ReportSettle is how a worker's report p ends its run: the run's status
+// (CANCELED for a released run or one asked to stop) and the SettleRun for
+// its task. Now is p.Now at the stored precision (milliseconds, UTC).
+func ReportSettle(p RunCompleteParams, runStopRequested bool) (rota.Status, SettleRun) {
+	out, status := OutcomeFailure, rota.StatusFailed
+	switch {
+	case p.Release:
+		out, status = OutcomeReleased, rota.StatusCanceled
+	case p.Success:
+		out, status = OutcomeSuccess, rota.StatusSuccess
+	}
+	if runStopRequested {
+		status = rota.StatusCanceled
+	}
+	return status, SettleRun{
+		Outcome: out, StopRequested: runStopRequested, Message: p.Message, Result: p.Result, Retry: p.Retry,
+		Now: FromMillis(Millis(p.Now)), Backoff: p.Backoff,
+	}
+}
+
+// ExpirySettle is how a run whose lease or deadline passed at now ends
+// (TIMEOUT): the run's message and the SettleRun for its task; a passed
+// deadline (not zero, at or before now) counts before a lapsed lease.
+func ExpirySettle(deadline, now time.Time, runStopRequested bool, backoff func(n int) time.Duration) (string, SettleRun) {
+	run := SettleRun{Outcome: OutcomeLeaseLapsed, StopRequested: runStopRequested, Now: FromMillis(Millis(now)), Backoff: backoff}
+	msg := "lease expired: no heartbeat in time"
+	if !deadline.IsZero() && Millis(deadline) <= Millis(now) {
+		run.Outcome = OutcomeDeadlinePassed
+		msg = "timeout: the run exceeded its time limit"
+	}
+	return msg, run
+}
+
+// RunExpiresAt is when a run stops being held: its lease end or its
+// deadline (0: none), whichever comes first; unix milliseconds.
+func RunExpiresAt(lease, deadline int64) int64 {
+	if deadline != 0 && deadline < lease {
+		return deadline
+	}
+	return lease
+}
+
+// Settle applies the end of one of the task's runs to the row (its
+// Running count already excludes the run) and returns what Settle
+// decided, for what the row does not hold (StopOthers).
+func (t *TaskRow) Settle(run SettleRun) Settled {
+	st := Settle(SettleTask{
+		Workers: t.Workers, MaxRetries: t.MaxRetries,
+		HeartbeatTimeoutSeconds: t.HeartbeatTimeoutSeconds, TimeoutSeconds: t.TimeoutSeconds,
+		Running: t.Running, Successes: t.Successes, Failures: t.Failures, StopRequested: t.StopRequested,
+		RunAt: t.RunAt, EndTime: t.EndTime, Message: t.Message, Result: t.Result,
+	}, run)
+	t.Done, t.Avail, t.Successes, t.Failures = st.Done, st.Avail, st.Successes, st.Failures
+	t.Status, t.RunAt, t.EndTime, t.Message, t.Result = st.Status, st.RunAt, st.EndTime, st.Message, st.Result
+	t.IsSucceed = st.Status == rota.StatusSuccess
+	return st
+}

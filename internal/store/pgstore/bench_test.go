@@ -14,7 +14,13 @@ import (
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
 	"github.com/rotahq/rota/internal/store/pgstore"
+	"github.com/rotahq/rota/internal/store/storetest"
 )
+
+// BenchmarkStore runs the conformance suite's hot-path benchmarks.
+func BenchmarkStore(b *testing.B) {
+	storetest.Benchmark(b, open)
+}
 
 // BenchmarkClaimDeepQueue measures single-task claims from a queue of
 // 1,000 and of 1,000,000 waiting tasks (priorities mixed, all due): the rate

@@ -2,10 +2,10 @@ package pgstore
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/rotahq/rota/internal/store"
 )
 
 // Check verifies the invariants that tie the tables together and returns
@@ -25,41 +25,26 @@ import (
 // It reads the whole tasks table: a tool for tests and crash checks, not
 // for a busy production database.
 func (s *Store) Check(ctx context.Context) error {
-	checks := []struct {
-		what string
-		q    string
-	}{
-		{"task running counter differs from its RUNNING runs", `SELECT t.id FROM tasks t WHERE t.running <>
-			(SELECT count(*) FROM runs r WHERE r.task_id = t.id AND r.status = 'RUNNING') LIMIT 5`},
-		{"task successes counter differs from its SUCCESS runs", `SELECT t.id FROM tasks t WHERE t.successes <>
-			(SELECT count(*) FROM runs r WHERE r.task_id = t.id AND r.status = 'SUCCESS') LIMIT 5`},
-		{"task holders differ from the workers of its RUNNING and SUCCESS runs", `SELECT t.id FROM tasks t
+	checks := append(store.TaskInvariants(), []store.Invariant{
+		{What: "task holders differ from the workers of its RUNNING and SUCCESS runs", Query: `SELECT t.id FROM tasks t
 			WHERE ARRAY(SELECT unnest(t.holders) ORDER BY 1) <> ARRAY(SELECT r.worker_id FROM runs r
 				WHERE r.task_id = t.id AND r.status IN ('RUNNING', 'SUCCESS') ORDER BY 1) LIMIT 5`},
-		{"terminal task without end time", `SELECT id FROM tasks WHERE done AND end_time = 0 LIMIT 5`},
-		{"task available when it should not be, or the reverse", `SELECT id FROM tasks
+		{What: "terminal task without end time", Query: `SELECT id FROM tasks WHERE done AND end_time = 0 LIMIT 5`},
+		{What: "task available when it should not be, or the reverse", Query: `SELECT id FROM tasks
 			WHERE avail <> (NOT done AND NOT stop_requested AND NOT held AND running + successes < workers) LIMIT 5`},
-		{"RUNNING task without running runs", `SELECT id FROM tasks WHERE status = 'RUNNING' AND running = 0 LIMIT 5`},
-		{"held task that is not a waiting run of a schedule", `SELECT id FROM tasks
+		{What: "held task that is not a waiting run of a schedule", Query: `SELECT id FROM tasks
 			WHERE held AND NOT done AND (status <> 'SCHEDULED' OR schedule_id = '') LIMIT 5`},
-		{"SKIPPED task without schedule or reason", `SELECT id FROM tasks
+		{What: "SKIPPED task without schedule or reason", Query: `SELECT id FROM tasks
 			WHERE status = 'SKIPPED' AND (schedule_id = '' OR skip_reason = '') LIMIT 5`},
-		{"schedule revision past the store's", `SELECT id FROM schedules
+		{What: "schedule revision past the store's", Query: `SELECT id FROM schedules
 			WHERE rev > (SELECT rev FROM schedule_rev WHERE id = 1) LIMIT 5`},
-	}
-	var errs []error
-	for _, c := range checks {
-		rows, err := s.pool.Query(ctx, c.q)
+	}...)
+	return store.CheckInvariants(checks, func(q string) ([]string, error) {
+		rows, err := s.pool.Query(ctx, q)
 		if err != nil {
-			return s.translate("check", err)
+			return nil, s.translate("check", err)
 		}
 		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return s.translate("check", err)
-		}
-		if len(ids) > 0 {
-			errs = append(errs, fmt.Errorf("%s: %v", c.what, ids))
-		}
-	}
-	return errors.Join(errs...)
+		return ids, s.translate("check", err)
+	})
 }

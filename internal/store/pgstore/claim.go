@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -55,9 +54,7 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 				res.Drain = true
 				return nil
 			}
-			if limited != 0 && (res.RateLimitedUntil.IsZero() || limited < ms(res.RateLimitedUntil)) {
-				res.RateLimitedUntil = tm(limited)
-			}
+			res.RateLimit(limited)
 			if len(runs) == 0 {
 				if multi {
 					// Give the kind's lock back: nothing was taken from it.
@@ -81,12 +78,8 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 
 // candidate is a task a claim picked and locked.
 type candidate struct {
-	slot                    int64 // in the weighted round (round_slot)
-	id                      string
-	payload                 []byte
-	level, attempt, timeout int
-	hb                      int
-	runAt                   int64
+	slot int64 // in the weighted round (round_slot)
+	store.ClaimCandidate
 }
 
 // claimKind claims up to max tasks of one kind for a worker, in
@@ -98,29 +91,54 @@ type candidate struct {
 // the next token is due. *drain is the worker's stop flag, whose read may
 // be queued before: once set, nothing more is done.
 func claimKind(ctx context.Context, t *txn, p store.TaskClaimParams, kind string, max int, now int64, wait bool, drain *bool) ([]rota.ClaimedRun, int64, error) {
+	k, picked, err := lockAndPick(ctx, t, p, kind, max, now, wait, drain)
+	if err != nil || !k.locked || *drain {
+		return nil, 0, err
+	}
+	if len(picked) == 0 {
+		if k.rate > 0 {
+			if tokens := store.RateRefill(k.rate, k.tokens, k.rateAt, now); tokens < 1 {
+				return rateLimited(ctx, t, p, kind, now, k.rate, tokens)
+			}
+		}
+		return nil, 0, nil
+	}
+	return startRuns(t, p, kind, picked, now, k.factor), 0, nil
+}
+
+// kindLock is a kind's row as a claim locked it.
+type kindLock struct {
+	locked       bool // false: unknown kind, or busy and not waited for
+	factor       int
+	rate, tokens float64
+	rateAt       int64
+}
+
+// lockAndPick takes kind's row lock (see claimKind) and picks up to max of
+// its tasks for the worker, locking them. The pick runs only once the lock
+// is granted; nothing is picked for a draining worker (*drain, read by the
+// first flush).
+func lockAndPick(ctx context.Context, t *txn, p store.TaskClaimParams, kind string, max int, now int64, wait bool, drain *bool) (kindLock, []candidate, error) {
 	lock := `SELECT priority_factor, rate, rate_tokens, rate_at FROM kinds WHERE name = $1 FOR UPDATE`
 	if !wait {
 		lock += ` SKIP LOCKED`
 	}
-	var factor int
-	var rate, tokens float64
-	var rateAt int64
-	locked := false
+	var k kindLock
 	t.queue(lock, kind).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&factor, &rate, &tokens, &rateAt)
+		err := row.Scan(&k.factor, &k.rate, &k.tokens, &k.rateAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // unknown kind, or busy
 		}
-		locked = err == nil
+		k.locked = err == nil
 		return err
 	})
 	if !wait {
 		// The pick must not run unless the lock was granted.
 		if err := t.flush(ctx); err != nil {
-			return nil, 0, fmt.Errorf("lock kind %s: %w", kind, err)
+			return k, nil, fmt.Errorf("lock kind %s: %w", kind, err)
 		}
-		if !locked || *drain {
-			return nil, 0, nil
+		if !k.locked || *drain {
+			return k, nil, nil
 		}
 	}
 	pick := candidatesSQL
@@ -131,7 +149,8 @@ func claimKind(ctx context.Context, t *txn, p store.TaskClaimParams, kind string
 	t.queue(pick, kind, now, p.WorkerID, max).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var c candidate
-			if err := rows.Scan(&c.slot, &c.id, &c.payload, &c.level, &c.attempt, &c.timeout, &c.hb, &c.runAt); err != nil {
+			if err := rows.Scan(&c.slot, &c.ID, &c.Payload, &c.Level, &c.Attempt, &c.TimeoutSeconds,
+				&c.HeartbeatTimeoutSeconds, &c.RunAt); err != nil {
 				return err
 			}
 			picked = append(picked, c)
@@ -139,19 +158,14 @@ func claimKind(ctx context.Context, t *txn, p store.TaskClaimParams, kind string
 		return rows.Err()
 	})
 	if err := t.flush(ctx); err != nil {
-		return nil, 0, fmt.Errorf("claim %s: %w", kind, err)
+		return k, nil, fmt.Errorf("claim %s: %w", kind, err)
 	}
-	if !locked || *drain {
-		return nil, 0, nil
-	}
-	if len(picked) == 0 {
-		if rate > 0 {
-			if tokens = store.RateRefill(rate, tokens, rateAt, now); tokens < 1 {
-				return rateLimited(ctx, t, p, kind, now, rate, tokens)
-			}
-		}
-		return nil, 0, nil
-	}
+	return k, picked, nil
+}
+
+// startRuns queues the runs of the picked tasks (locked) for the claiming
+// worker and the kind's new round position (factor f), and returns them.
+func startRuns(t *txn, p store.TaskClaimParams, kind string, picked []candidate, now int64, f int) []rota.ClaimedRun {
 	n := len(picked)
 	var (
 		taskIDs   = make([]string, n)
@@ -162,16 +176,8 @@ func claimKind(ctx context.Context, t *txn, p store.TaskClaimParams, kind string
 		out       = make([]rota.ClaimedRun, n)
 	)
 	for i, c := range picked {
-		taskIDs[i], runIDs[i], attempts[i] = c.id, p.NewRunID(), int32(c.attempt+1)
-		leases[i] = now + int64(c.hb)*1000
-		if c.timeout > 0 {
-			deadlines[i] = now + int64(c.timeout)*1000
-		}
-		out[i] = rota.ClaimedRun{
-			TaskID: c.id, RunID: runIDs[i], Kind: kind, Priority: rota.PriorityOfLevel(c.level),
-			Payload: json.RawMessage(c.payload), Attempt: c.attempt + 1, HeartbeatTimeoutSeconds: c.hb,
-			TimeoutSeconds: c.timeout, LeaseExpiresAt: tm(leases[i]), RunAt: tm(c.runAt),
-		}
+		out[i], leases[i], deadlines[i] = c.Start(kind, p.NewRunID(), now)
+		taskIDs[i], runIDs[i], attempts[i] = c.ID, out[i].RunID, int32(out[i].Attempt)
 	}
 	// One statement: the tasks go RUNNING (the worker joins their
 	// holders), the runs are created, the round position moves on to the
@@ -196,8 +202,8 @@ func claimKind(ctx context.Context, t *txn, p store.TaskClaimParams, kind string
 			CASE WHEN deadline <> 0 AND deadline < lease THEN deadline ELSE lease END
 		FROM p`,
 		taskIDs, runIDs, attempts, leases, deadlines, now, p.WorkerAddress, kind, p.WorkerID,
-		nextRoundPos(factor, picked[n-1].slot), n)
-	return out, 0, nil
+		nextRoundPos(f, picked[n-1].slot), n)
+	return out
 }
 
 // rateLimited is claimKind's answer when the kind's rate bucket holds less
@@ -224,7 +230,7 @@ func rateLimited(ctx context.Context, t *txn, p store.TaskClaimParams, kind stri
 	return nil, now + store.RateWait(rate, tokens).Milliseconds(), nil
 }
 
-// The weighted round, restated for SQL. sqlitestore's weightedPick walks
+// The weighted round, restated for SQL. store.WeightedPick walks
 // the slots of the round from the kind's position: f² high slots, f mid
 // slots, 1 low slot, over and over; at each slot it hands out the next task
 // of the slot's level, or skips the slot when the level has no more. So the
@@ -235,13 +241,12 @@ func rateLimited(ctx context.Context, t *txn, p store.TaskClaimParams, kind stri
 // level's candidates, gives each its slot and keeps the n first, so one
 // statement makes the whole pick and locks only the tasks it hands out.
 // The tests check round_slot against a Go transcription, and that against
-// weightedPick itself.
+// store.WeightedPick itself.
 
 // nextRoundPos is the round position after a claim whose last task went
 // out at slot (counted from the start of the round of the old position).
 func nextRoundPos(f int, slot int64) int {
-	f = max(f, 1)
-	return int((slot + 1) % int64(f*f+f+1))
+	return int((slot + 1) % int64(store.RoundLen(f)))
 }
 
 // candidatesSQL picks, locks and returns (slot first) up to $4 tasks of

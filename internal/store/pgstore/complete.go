@@ -152,85 +152,13 @@ func (s *Store) completeMany(group []*completeReq) ([]completeRes, error) {
 		}
 		slices.Sort(runIDs)
 		runIDs = slices.Compact(runIDs)
-		tasks := make(map[string]*taskRow, len(runIDs))
-		g := &groupWrites{runs: make(map[string]*runRow, len(runIDs))}
-		// The tasks' locks, in id order (as every multi-task lock of the
-		// store takes them), then their runs: current once the locks are
-		// held.
-		t.queue(`SELECT `+taskCols+`, COALESCE((SELECT max_running FROM kinds WHERE name = tasks.kind), 0)
-			FROM tasks WHERE id IN (SELECT task_id FROM runs WHERE id = ANY ($1))
-			ORDER BY id FOR NO KEY UPDATE OF tasks`, runIDs).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var kindCap int
-				task, err := scanTask(rows, &kindCap)
-				if err != nil {
-					return err
-				}
-				task.kindCap = kindCap
-				tasks[task.ID] = task
-			}
-			return rows.Err()
-		})
-		t.queue(`SELECT `+runCols+` FROM runs WHERE id = ANY ($1)`, runIDs).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				r, err := scanRun(rows)
-				if err != nil {
-					return err
-				}
-				g.runs[r.ID] = r
-			}
-			return rows.Err()
-		})
-		if err := t.flush(ctx); err != nil {
-			return fmt.Errorf("lock runs: %w", err)
+		tasks, g, err := lockGroup(ctx, t, runIDs)
+		if err != nil {
+			return err
 		}
-		t.group = g
-		reported = make([]string, len(group))
-		for i, req := range group {
-			p := req.p
-			r := g.runs[p.RunID]
-			var task *taskRow
-			if r != nil {
-				task = tasks[r.TaskID]
-			}
-			if task == nil {
-				res[i].err = notFound("run", p.RunID)
-				continue
-			}
-			if err := checkOwned(t, task, r, p.WorkerID, ms(p.Now), p.Backoff); err != nil {
-				var k keepError
-				if errors.As(err, &k) {
-					err = k.err
-				}
-				res[i].err = err
-				continue
-			}
-			applyReport(t, task, r, p)
-			reported[i] = task.ID
-		}
-		t.group = nil
+		reported = applyGroup(t, g, tasks, group, res)
 		g.queue(t)
-		// The read goes with COMMIT, after the writes.
-		read = make(map[string]*rota.Task, len(g.tasks))
-		var ids []string
-		for _, id := range reported {
-			if _, dup := read[id]; id != "" && !dup {
-				read[id] = nil
-				ids = append(ids, id)
-			}
-		}
-		if len(ids) > 0 {
-			t.queue(tasksWithRunsSQL, ids).Query(func(rows pgx.Rows) error {
-				for rows.Next() {
-					task, err := scanTaskWithRuns(rows, "")
-					if err != nil {
-						return err
-					}
-					read[task.ID] = task
-				}
-				return rows.Err()
-			})
-		}
+		read = queueReadBack(t, reported)
 		return nil
 	})
 	if err != nil {
@@ -248,6 +176,101 @@ func (s *Store) completeMany(group []*completeReq) ([]completeRes, error) {
 		res[i].task = &c
 	}
 	return res, nil
+}
+
+// lockGroup takes the locks of the tasks of the runs runIDs (sorted), in
+// id order (as every multi-task lock of the store takes them), then reads
+// their runs, current once the locks are held: one round trip. It returns
+// the tasks by id and the group's writes holding the runs.
+func lockGroup(ctx context.Context, t *txn, runIDs []string) (map[string]*taskRow, *groupWrites, error) {
+	tasks := make(map[string]*taskRow, len(runIDs))
+	g := &groupWrites{runs: make(map[string]*runRow, len(runIDs))}
+	t.queue(`SELECT `+taskCols+`, COALESCE((SELECT max_running FROM kinds WHERE name = tasks.kind), 0)
+		FROM tasks WHERE id IN (SELECT task_id FROM runs WHERE id = ANY ($1))
+		ORDER BY id FOR NO KEY UPDATE OF tasks`, runIDs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var kindCap int
+			task, err := scanTask(rows, &kindCap)
+			if err != nil {
+				return err
+			}
+			task.kindCap = kindCap
+			tasks[task.ID] = task
+		}
+		return rows.Err()
+	})
+	t.queue(`SELECT `+runCols+` FROM runs WHERE id = ANY ($1)`, runIDs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			r, err := scanRun(rows)
+			if err != nil {
+				return err
+			}
+			g.runs[r.ID] = r
+		}
+		return rows.Err()
+	})
+	if err := t.flush(ctx); err != nil {
+		return nil, nil, fmt.Errorf("lock runs: %w", err)
+	}
+	return tasks, g, nil
+}
+
+// applyGroup settles the group's reports in order into g (in memory),
+// each report's refusal in res, and returns the task id of each settled
+// report ("" for a refused one).
+func applyGroup(t *txn, g *groupWrites, tasks map[string]*taskRow, group []*completeReq, res []completeRes) []string {
+	t.group = g
+	defer func() { t.group = nil }()
+	reported := make([]string, len(group))
+	for i, req := range group {
+		p := req.p
+		r := g.runs[p.RunID]
+		var task *taskRow
+		if r != nil {
+			task = tasks[r.TaskID]
+		}
+		if task == nil {
+			res[i].err = notFound("run", p.RunID)
+			continue
+		}
+		if err := checkOwned(t, task, r, p.WorkerID, ms(p.Now), p.Backoff); err != nil {
+			var k keepError
+			if errors.As(err, &k) {
+				err = k.err
+			}
+			res[i].err = err
+			continue
+		}
+		applyReport(t, task, r, p)
+		reported[i] = task.ID
+	}
+	return reported
+}
+
+// queueReadBack queues the read of the reported tasks with their runs (it
+// goes with COMMIT, after the writes) into the map it returns, by id.
+func queueReadBack(t *txn, reported []string) map[string]*rota.Task {
+	read := make(map[string]*rota.Task, len(reported))
+	var ids []string
+	for _, id := range reported {
+		if _, dup := read[id]; id != "" && !dup {
+			read[id] = nil
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) > 0 {
+		t.queue(tasksWithRunsSQL, ids).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				task, err := scanTaskWithRuns(rows, "")
+				if err != nil {
+					return err
+				}
+				read[task.ID] = task
+			}
+			return rows.Err()
+		})
+	}
+	return read
 }
 
 // groupWrites collects what a group of reports changes (endRun and settle
@@ -331,8 +354,8 @@ func (g *groupWrites) queue(t *txn) {
 	)
 	for i, task := range g.tasks {
 		ids[i], statuses[i], msgs[i] = task.ID, string(task.Status), task.Message
-		avail[i] = task.avail
-		failures[i], successes[i], running[i] = int32(task.failures), int32(task.successes), int32(task.running)
+		avail[i] = task.Avail
+		failures[i], successes[i], running[i] = int32(task.Failures), int32(task.Successes), int32(task.Running)
 		runAt[i], endTime[i], updated[i] = ms(task.RunAt), ms(task.EndTime), g.updated[task.ID]
 		if len(task.Result) > 0 {
 			r := string(task.Result)

@@ -60,8 +60,8 @@
 //
 // The pick itself is one statement (candidatesSQL): six index range scans
 // of tasks_ready, each stopping after Max rows, ranked in weighted-round
-// order by the SQL function round_slot, the restatement of sqlitestore's
-// weightedPick that the tests check against it. Only the tasks handed out
+// order by the SQL function round_slot, the restatement of
+// store.WeightedPick that the tests check against it. Only the tasks handed out
 // are locked. Its cost does not depend on how many tasks wait. A
 // PinnedOnly claim (the HTTP executor's) uses the three pinned ranges only
 // (pinnedCandidatesSQL).
@@ -564,34 +564,16 @@ func (s *Store) isClosed() bool {
 	}
 }
 
-// notFound, conflict and leaseLost make the rota errors a client sees; the
-// wording is sqlitestore's.
-func notFound(what, id string) error {
-	return rota.Errorf(rota.CodeNotFound, "%s %s not found", what, id)
-}
+// notFound and conflict are the package's short names for the rota
+// errors a client sees (store.NotFoundError, store.ConflictError).
+func notFound(what, id string) error { return store.NotFoundError(what, id) }
 
-func conflict(format string, args ...any) error {
-	return rota.Errorf(rota.CodeConflict, format, args...)
-}
-
-func leaseLost(runID, why string) error {
-	return rota.Errorf(rota.CodeLeaseLost, "run %s is no longer held by this worker: %s", runID, why)
-}
+func conflict(format string, args ...any) error { return store.ConflictError(format, args...) }
 
 // --- instants --------------------------------------------------------------
 
-// ms is t in unix milliseconds, 0 for the zero time.
-func ms(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
+// ms and tm are the package's short names for store.Millis and
+// store.FromMillis: instants as stored.
+func ms(t time.Time) int64 { return store.Millis(t) }
 
-// tm is the inverse of ms, in UTC.
-func tm(v int64) time.Time {
-	if v == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(v).UTC()
-}
+func tm(v int64) time.Time { return store.FromMillis(v) }

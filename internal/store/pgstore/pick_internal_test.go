@@ -9,57 +9,16 @@ import (
 	"github.com/rotahq/rota/internal/store"
 )
 
-// weightedPickOracle is sqlitestore's weightedPick, copied verbatim: the
-// definition weightedPickFunc must agree with.
-func weightedPickOracle[T any](queues [3][]T, f, pos, max int) ([]T, int) {
-	if f < 1 {
-		f = 1
-	}
-	bounds := [3]int{f * f, f*f + f, f*f + f + 1} // end of each level's slots
-	round := bounds[2]
-	if pos < 0 || pos >= round {
-		pos = 0
-	}
-	levelAt := func(p int) int {
-		switch {
-		case p < bounds[0]:
-			return 0
-		case p < bounds[1]:
-			return 1
-		}
-		return 2
-	}
-	var out []T
-	for len(out) < max {
-		if len(queues[0])+len(queues[1])+len(queues[2]) == 0 {
-			break
-		}
-		l := levelAt(pos)
-		if len(queues[l]) == 0 {
-			pos = bounds[l] % round // first slot of the next level
-			continue
-		}
-		out = append(out, queues[l][0])
-		queues[l] = queues[l][1:]
-		pos = (pos + 1) % round
-	}
-	return out, pos
-}
-
 // roundSlots is a Go transcription of the SQL function round_slot: for
 // each level (high, mid, low), the slots at which its first n tasks go out
 // in weighted rounds of f² high, f mid and 1 low starting at position pos,
 // counted from the start of pos's round.
 func roundSlots(f, pos, n int) [3][]int64 {
-	if f < 1 {
-		f = 1
-	}
+	f = max(f, 1)
 	count := [3]int{f * f, f, 1}       // slots per round
 	first := [3]int{0, f * f, f*f + f} // first slot in the round
-	round := f*f + f + 1
-	if pos < 0 || pos >= round {
-		pos = 0
-	}
+	round := store.RoundLen(f)
+	pos = store.RoundPos(f, pos)
 	var out [3][]int64
 	for l := range 3 {
 		from := max(pos, first[l])
@@ -95,13 +54,7 @@ func pickBySlots[T any](queues [3][]T, f, pos, max int) ([]T, int) {
 	slices.SortFunc(items, func(a, b item) int { return cmp.Compare(a.slot, b.slot) })
 	items = items[:min(max, len(items))]
 	if len(items) == 0 {
-		if f < 1 {
-			f = 1
-		}
-		if pos < 0 || pos >= f*f+f+1 {
-			pos = 0
-		}
-		return nil, pos
+		return nil, store.RoundPos(f, pos)
 	}
 	out := make([]T, len(items))
 	for i, it := range items {
@@ -110,13 +63,13 @@ func pickBySlots[T any](queues [3][]T, f, pos, max int) ([]T, int) {
 	return out, nextRoundPos(f, items[len(items)-1].slot)
 }
 
-// TestRoundSlotsMatchSQLite checks the slot restatement of the weighted
-// round against sqlitestore's weightedPick over every small queue shape,
+// TestRoundSlotsMatchWeightedPick checks the slot restatement of the
+// weighted round against store.WeightedPick over every small queue shape,
 // factor, position and max.
-func TestRoundSlotsMatchSQLite(t *testing.T) {
+func TestRoundSlotsMatchWeightedPick(t *testing.T) {
 	t.Parallel()
 	for f := 0; f <= 4; f++ {
-		round := max(f, 1)*max(f, 1) + max(f, 1) + 1
+		round := store.RoundLen(f)
 		for pos := -1; pos <= round; pos++ {
 			for n := 0; n <= 9; n++ {
 				for n0 := 0; n0 <= 6; n0++ {
@@ -128,7 +81,7 @@ func TestRoundSlotsMatchSQLite(t *testing.T) {
 									queues[l] = append(queues[l], fmt.Sprintf("%d.%d", l, i))
 								}
 							}
-							wantOut, wantPos := weightedPickOracle(queues, f, pos, n)
+							wantOut, wantPos := store.WeightedPick(queues, f, pos, n)
 							gotOut, gotPos := pickBySlots(queues, f, pos, n)
 							if !slices.Equal(gotOut, wantOut) || gotPos != wantPos {
 								t.Fatalf("f=%d pos=%d max=%d queues=%d/%d/%d: got %v pos %d, want %v pos %d",

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -13,8 +12,7 @@ import (
 	"github.com/rotahq/rota/internal/store"
 )
 
-const runCols = `id, task_id, kind, worker_id, worker_address, attempt, status, start_time, end_time,
-	lease_expires_at, deadline, stop_requested, message`
+const runCols = store.RunColumns + `, kind`
 
 // runRow is a run as stored.
 type runRow struct {
@@ -22,24 +20,16 @@ type runRow struct {
 	kind string
 }
 
+// scanRun reads the runCols of a row.
 func scanRun(row pgx.Row) (*runRow, error) {
 	var (
-		r                           runRow
-		start, end, lease, deadline int64
+		sc   store.RunScan
+		kind string
 	)
-	if err := row.Scan(&r.ID, &r.TaskID, &r.kind, &r.WorkerID, &r.WorkerAddress, &r.Attempt, &r.Status, &start, &end,
-		&lease, &deadline, &r.StopRequested, &r.Message); err != nil {
+	if err := row.Scan(sc.Dest(&kind)...); err != nil {
 		return nil, err
 	}
-	r.StartTime, r.EndTime, r.LeaseExpiresAt, r.Deadline = tm(start), tm(end), tm(lease), tm(deadline)
-	return &r, nil
-}
-
-func expiresAt(lease, deadline int64) int64 {
-	if deadline != 0 && deadline < lease {
-		return deadline
-	}
-	return lease
+	return &runRow{Run: sc.Run(), kind: kind}, nil
 }
 
 // lockTaskOfRun locks the task of run runID, then reads the run: the lock
@@ -99,18 +89,18 @@ func ownedRun(ctx context.Context, t *txn, runID, workerID string, now int64, ba
 // error is a *store.ExpiredError wrapped in keepError.
 func checkOwned(t *txn, task *taskRow, r *runRow, workerID string, now int64, backoff func(int) time.Duration) error {
 	if r.WorkerID != workerID {
-		return leaseLost(r.ID, fmt.Sprintf("it belongs to worker %s", r.WorkerID))
+		return store.LeaseLostError(r.ID, fmt.Sprintf("it belongs to worker %s", r.WorkerID))
 	}
 	if r.Status != rota.StatusRunning {
-		return leaseLost(r.ID, fmt.Sprintf("it already ended %s", r.Status))
+		return store.LeaseLostError(r.ID, fmt.Sprintf("it already ended %s", r.Status))
 	}
-	if exp := expiresAt(ms(r.LeaseExpiresAt), ms(r.Deadline)); exp <= now {
+	if exp := store.RunExpiresAt(ms(r.LeaseExpiresAt), ms(r.Deadline)); exp <= now {
 		why := "its lease expired"
 		expireRun(t, task, r, now, backoff)
 		if !r.Deadline.IsZero() && ms(r.Deadline) <= now {
 			why = "its timeout passed"
 		}
-		return keepError{&store.ExpiredError{Kind: r.kind, TaskID: r.TaskID, Err: leaseLost(r.ID, why)}}
+		return keepError{&store.ExpiredError{Kind: r.kind, TaskID: r.TaskID, Err: store.LeaseLostError(r.ID, why)}}
 	}
 	return nil
 }
@@ -132,7 +122,7 @@ func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (s
 			msg = p.Message
 		}
 		t.queue(`UPDATE runs SET lease_expires_at = $1, expires_at = $2, message = $3 WHERE id = $4`,
-			lease, expiresAt(lease, ms(r.Deadline)), msg, r.ID)
+			lease, store.RunExpiresAt(lease, ms(r.Deadline)), msg, r.ID)
 		t.queue(`UPDATE workers SET last_seen = $1 WHERE id = $2 RETURNING stop_requested`, now, p.WorkerID).
 			QueryRow(func(row pgx.Row) error {
 				if err := row.Scan(&res.Drain); err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -166,34 +156,10 @@ func (s *Store) completeOne(ctx context.Context, p store.RunCompleteParams) (*ro
 // applyReport queues the end of the owned, locked run r of task with the
 // worker's report p, and the task's move.
 func applyReport(t *txn, task *taskRow, r *runRow, p store.RunCompleteParams) {
-	now := ms(p.Now)
-	o := outFailure
-	status := rota.StatusFailed
-	switch {
-	case p.Release:
-		o, status = outReleased, rota.StatusCanceled
-	case p.Success:
-		o, status = outSuccess, rota.StatusSuccess
-	}
-	if r.StopRequested {
-		status = rota.StatusCanceled
-	}
-	endRun(t, r, status, p.Message, now)
-	settle(t, task, r, o, settleParams{
-		message: p.Message, result: p.Result, retry: p.Retry, now: now, backoff: p.Backoff,
-	})
+	status, run := store.ReportSettle(p, r.StopRequested)
+	endRun(t, r, status, p.Message, ms(p.Now))
+	settle(t, task, r, run)
 }
-
-// outcome is how a run ended, from the task's point of view.
-type outcome = store.RunOutcome
-
-const (
-	outSuccess        = store.OutcomeSuccess
-	outFailure        = store.OutcomeFailure
-	outLeaseLapsed    = store.OutcomeLeaseLapsed
-	outDeadlinePassed = store.OutcomeDeadlinePassed
-	outReleased       = store.OutcomeReleased
-)
 
 // endRun queues the end of a RUNNING run. Its task must be locked; settle
 // takes the run's worker off the task's holders unless it succeeded.
@@ -207,25 +173,14 @@ func endRun(t *txn, r *runRow, status rota.Status, msg string, now int64) {
 		WHERE id = $4`, string(status), now, msg, r.ID)
 }
 
-type settleParams struct {
-	message string
-	result  json.RawMessage
-	retry   bool
-	now     int64
-	backoff func(int) time.Duration
-}
-
 // settle queues the move of a locked task after one of its runs (r,
 // already ended) ended with the given outcome, and updates t to what it
 // stores, so that several runs of one task can be settled in a row. It
 // records a notification when the task is claimable again, or when the run
 // freed a place under its kind's MaxRunning cap.
-func settle(tx *txn, t *taskRow, r *runRow, out outcome, p settleParams) {
-	t.running--
-	if t.running < 0 {
-		t.running = 0
-	}
-	now := p.now
+func settle(tx *txn, t *taskRow, r *runRow, run store.SettleRun) {
+	t.Running = max(t.Running-1, 0)
+	now := ms(run.Now)
 	if t.kindCap > 0 {
 		tx.notifySelf(t.Kind, now, now)
 	}
@@ -234,29 +189,18 @@ func settle(tx *txn, t *taskRow, r *runRow, out outcome, p settleParams) {
 	if tx.group != nil {
 		defer tx.group.settled(t, r.WorkerID, dropHolder, now)
 	}
-	if t.done {
+	if t.Done {
 		// A straggler of a task that already ended: only the counter moves.
 		if tx.group != nil {
 			return
 		}
 		tx.queue(`UPDATE tasks SET running = $1, updated_at = $2,
 			holders = CASE WHEN $3 THEN array_remove(holders, $4) ELSE holders END WHERE id = $5`,
-			t.running, now, dropHolder, r.WorkerID, t.ID)
+			t.Running, now, dropHolder, r.WorkerID, t.ID)
 		return
 	}
-	st := store.Settle(store.SettleTask{
-		Workers: t.Workers, MaxRetries: t.MaxRetries,
-		HeartbeatTimeoutSeconds: t.HeartbeatTimeoutSeconds, TimeoutSeconds: t.TimeoutSeconds,
-		Running: t.running, Successes: t.successes, Failures: t.failures, StopRequested: t.stopRequested,
-		RunAt: t.RunAt, EndTime: t.EndTime, Message: t.Message, Result: t.Result,
-	}, store.SettleRun{
-		Outcome: out, StopRequested: r.StopRequested, Message: p.message, Result: p.result, Retry: p.retry,
-		Now: tm(now), Backoff: p.backoff,
-	})
-	t.done, t.avail, t.successes, t.failures = st.Done, st.Avail, st.Successes, st.Failures
-	t.Status, t.RunAt, t.EndTime, t.Message, t.Result = st.Status, st.RunAt, st.EndTime, st.Message, st.Result
-	t.IsSucceed = st.Status == rota.StatusSuccess
-	if t.avail {
+	st := t.Settle(run)
+	if t.Avail {
 		tx.notifySelf(t.Kind, ms(st.RunAt), now)
 	}
 	if tx.group != nil {
@@ -268,7 +212,7 @@ func settle(tx *txn, t *taskRow, r *runRow, out outcome, p settleParams) {
 	tx.queue(`UPDATE tasks SET status = $1, avail = $2, failures = $3, successes = $4,
 		running = $5, run_at = $6, end_time = $7, message = $8, result = $9::json, updated_at = $10,
 		holders = CASE WHEN $12 THEN array_remove(holders, $13) ELSE holders END WHERE id = $11`,
-		string(st.Status), t.avail, t.failures, t.successes, t.running, ms(st.RunAt), ms(st.EndTime), st.Message,
+		string(st.Status), t.Avail, t.Failures, t.Successes, t.Running, ms(st.RunAt), ms(st.EndTime), st.Message,
 		nullJSON(st.Result), now, t.ID, dropHolder, r.WorkerID)
 	if st.StopOthers {
 		tx.queue(`UPDATE runs SET stop_requested = true WHERE task_id = $1 AND status = 'RUNNING'`, t.ID)
@@ -278,16 +222,9 @@ func settle(tx *txn, t *taskRow, r *runRow, out outcome, p settleParams) {
 // expireRun queues the end of a run whose lease or deadline passed at now,
 // as TIMEOUT. Its task (t) must be locked.
 func expireRun(tx *txn, t *taskRow, r *runRow, now int64, backoff func(int) time.Duration) {
-	out := outLeaseLapsed
-	if !r.Deadline.IsZero() && ms(r.Deadline) <= now {
-		out = outDeadlinePassed
-	}
-	msg := "lease expired: no heartbeat in time"
-	if out == outDeadlinePassed {
-		msg = "timeout: the run exceeded its time limit"
-	}
+	msg, run := store.ExpirySettle(r.Deadline, tm(now), r.StopRequested, backoff)
 	endRun(tx, r, rota.StatusTimeout, msg, now)
-	settle(tx, t, r, out, settleParams{now: now, backoff: backoff})
+	settle(tx, t, r, run)
 }
 
 // RunExpire implements store.Store. It locks the tasks of the expired runs
@@ -339,15 +276,9 @@ func (s *Store) RunExpire(ctx context.Context, p store.RunExpireParams) (store.R
 		if err != nil {
 			return fmt.Errorf("load expired runs: %w", err)
 		}
-		kinds := map[string]bool{}
 		for _, r := range runs {
 			expireRun(t, byID[r.TaskID], r, now, p.Backoff)
-			res.Expired++
-			res.Tasks = append(res.Tasks, r.TaskID)
-			if !kinds[r.kind] {
-				kinds[r.kind] = true
-				res.Kinds = append(res.Kinds, r.kind)
-			}
+			res.Add(r.TaskID, r.kind)
 		}
 		return nil
 	})

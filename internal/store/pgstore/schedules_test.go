@@ -18,10 +18,6 @@ import (
 	"github.com/rotahq/rota/internal/store/storetest"
 )
 
-func TestScheduleConformance(t *testing.T) {
-	storetest.RunSchedules(t, open)
-}
-
 // testSchedule is a schedule firing every 5 seconds, armed at now.
 func testSchedule(ids *rota.IDGenerator, name string, now time.Time) rota.Schedule {
 	return rota.Schedule{

@@ -25,7 +25,7 @@ func sqlConn(t *testing.T, schema, fn string) (*pgx.Conn, string) {
 
 // TestRoundSlotSQL checks the SQL function round_slot against its Go
 // transcription (which TestRoundSlotsMatchSQLite checks against
-// sqlitestore's weightedPick).
+// store.WeightedPick).
 func TestRoundSlotSQL(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t)

@@ -18,50 +18,24 @@ import (
 	"github.com/rotahq/rota/internal/store"
 )
 
-const taskCols = `id, kind, level, payload, key, status, done, avail, attempt, failures, successes, running,
-	max_retries, workers, worker_ids, timeout_s, hb_timeout_s, stop_requested, created_at, run_at,
-	start_time, end_time, worker_address, message, result, schedule_id, fire_time`
+const taskCols = store.TaskColumns
 
 // taskRow is a task as stored, with the bookkeeping the domain type hides.
 type taskRow struct {
-	rota.Task
-	done, avail, stopRequested   bool
-	failures, successes, running int
-	kindCap                      int // the kind's MaxRunning, when loaded (lockTaskOfRun)
+	store.TaskRow
+	kindCap int // the kind's MaxRunning, when loaded (lockTaskOfRun)
 }
 
 // scanTask reads the taskCols of a row, plus extra destinations after them.
 func scanTask(row pgx.Row, extra ...any) (*taskRow, error) {
 	var (
-		r                                taskRow
-		level                            int
-		payload, result                  []byte
-		key                              *string
-		created, runAt, start, end, fire int64
+		sc        store.TaskScan
+		workerIDs []string
 	)
-	dest := []any{&r.ID, &r.Kind, &level, &payload, &key, &r.Status, &r.done, &r.avail, &r.Attempt, &r.failures,
-		&r.successes, &r.running, &r.MaxRetries, &r.Workers, &r.WorkerIDs, &r.TimeoutSeconds,
-		&r.HeartbeatTimeoutSeconds, &r.stopRequested, &created, &runAt, &start, &end, &r.WorkerAddress, &r.Message,
-		&result, &r.ScheduleID, &fire}
-	if err := row.Scan(append(dest, extra...)...); err != nil {
+	if err := row.Scan(sc.Dest(&workerIDs, extra...)...); err != nil {
 		return nil, err
 	}
-	r.Priority = rota.PriorityOfLevel(level)
-	if payload != nil {
-		r.Payload = json.RawMessage(payload)
-	}
-	if result != nil {
-		r.Result = json.RawMessage(result)
-	}
-	if key != nil {
-		r.Key = *key
-	}
-	if len(r.WorkerIDs) == 0 {
-		r.WorkerIDs = nil
-	}
-	r.CreatedAt, r.RunAt, r.StartTime, r.EndTime, r.FireTime = tm(created), tm(runAt), tm(start), tm(end), tm(fire)
-	r.IsSucceed = r.Status == rota.StatusSuccess
-	return &r, nil
+	return &taskRow{TaskRow: sc.Row(workerIDs)}, nil
 }
 
 // taskWithRunsSQL reads a task and its runs in one statement (one
@@ -381,55 +355,22 @@ func (s *Store) TaskGet(ctx context.Context, id string) (*rota.Task, error) {
 
 // TaskList implements store.Store.
 func (s *Store) TaskList(ctx context.Context, p store.TaskListParams) (store.TaskListResult, error) {
-	var where []string
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, cond+" $"+strconv.Itoa(len(args)))
-	}
-	if p.Kind != "" {
-		add("kind =", p.Kind)
-	}
-	if p.Status != "" {
-		add("status =", string(p.Status))
-	}
-	if p.Key != "" {
-		add("key =", p.Key)
-	}
-	if p.Cursor != "" {
-		add("id <", p.Cursor)
-	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	q := `SELECT ` + taskCols + ` FROM tasks`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	args = append(args, limit+1)
-	q += " ORDER BY id DESC LIMIT $" + strconv.Itoa(len(args))
+	q, args, limit := store.TaskListQuery(p, func(n int) string { return "$" + strconv.Itoa(n) })
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return store.TaskListResult{}, s.translate("list tasks", err)
 	}
-	defer rows.Close()
-	var res store.TaskListResult
-	for rows.Next() {
-		t, err := scanTask(rows)
+	tasks, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (rota.Task, error) {
+		t, err := scanTask(row)
 		if err != nil {
-			return store.TaskListResult{}, s.translate("list tasks", err)
+			return rota.Task{}, err
 		}
-		res.Tasks = append(res.Tasks, t.Task)
-	}
-	if err := rows.Err(); err != nil {
+		return t.Task, nil
+	})
+	if err != nil {
 		return store.TaskListResult{}, s.translate("list tasks", err)
 	}
-	if len(res.Tasks) > limit {
-		res.Tasks = res.Tasks[:limit]
-		res.NextCursor = res.Tasks[limit-1].ID
-	}
-	return res, nil
+	return store.TaskListPage(tasks, limit), nil
 }
 
 // TaskUpdate implements store.Store.
@@ -440,31 +381,20 @@ func (s *Store) TaskUpdate(ctx context.Context, p store.TaskUpdateParams) (*rota
 		if err != nil {
 			return err
 		}
-		if row.done {
-			return conflict("task %s is already %s", row.ID, row.Status)
+		stopDisallowed, err := p.ApplyTo(&row.TaskRow)
+		if err != nil {
+			return err
 		}
-		if p.Priority != nil {
-			row.Priority = *p.Priority
-		}
-		if p.MaxRetries != nil {
-			row.MaxRetries = *p.MaxRetries
-		}
-		if p.HeartbeatTimeoutSeconds != nil {
-			row.HeartbeatTimeoutSeconds = *p.HeartbeatTimeoutSeconds
-		}
-		if p.WorkerIDs != nil {
-			row.WorkerIDs = append([]string(nil), (*p.WorkerIDs)...)
-			if len(row.WorkerIDs) > 0 {
-				// Runs of workers no longer allowed are asked to stop.
-				t.queue(`UPDATE runs SET stop_requested = true WHERE task_id = $1 AND status = 'RUNNING'
-					AND NOT (worker_id = ANY ($2))`, row.ID, row.WorkerIDs)
-			}
+		if stopDisallowed {
+			// Runs of workers no longer allowed are asked to stop.
+			t.queue(`UPDATE runs SET stop_requested = true WHERE task_id = $1 AND status = 'RUNNING'
+				AND NOT (worker_id = ANY ($2))`, row.ID, row.WorkerIDs)
 		}
 		now := ms(p.Now)
 		t.queue(`UPDATE tasks SET level = $1, max_retries = $2, hb_timeout_s = $3, worker_ids = $4,
 			updated_at = $5 WHERE id = $6`, row.Priority.Level(), row.MaxRetries, row.HeartbeatTimeoutSeconds,
 			idList(row.WorkerIDs), now, row.ID)
-		if row.avail && !row.stopRequested {
+		if row.Avail && !row.StopRequested {
 			t.notify(row.Kind, ms(row.RunAt), now)
 		}
 		queueTaskWithRuns(t, p.ID, &out)
@@ -478,21 +408,18 @@ func (s *Store) TaskUpdate(ctx context.Context, p store.TaskUpdateParams) (*rota
 
 // TaskStop implements store.Store.
 func (s *Store) TaskStop(ctx context.Context, p store.TaskStopParams) (*rota.Task, error) {
-	msg := p.Message
-	if msg == "" {
-		msg = "stopped"
-	}
 	var out *rota.Task
 	err := s.tx(ctx, "stop task", func(t *txn) error {
 		row, err := lockTask(ctx, t, p.ID)
 		if err != nil {
 			return err
 		}
-		if row.done {
-			return conflict("task %s is already %s and cannot be stopped", row.ID, row.Status)
+		msg, err := p.MessageFor(&row.TaskRow)
+		if err != nil {
+			return err
 		}
 		now := ms(p.Now)
-		if row.running == 0 {
+		if row.Running == 0 {
 			t.queue(`UPDATE tasks SET status = 'CANCELED', avail = false, stop_requested = true,
 				end_time = $1, message = $2, updated_at = $1 WHERE id = $3`, now, msg, row.ID)
 		} else {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/rotahq/rota/internal/store"
 )
 
 // Check verifies the invariants that tie the tables together and returns
@@ -17,40 +19,29 @@ import (
 //
 // The crash tests run it after kill -9.
 func (s *Store) Check(ctx context.Context) error {
-	checks := []struct {
-		what string
-		q    string
-	}{
-		{"task running counter differs from its RUNNING runs", `SELECT t.id FROM tasks t WHERE t.running <>
-			(SELECT COUNT(*) FROM runs r WHERE r.task_id = t.id AND r.status = 'RUNNING') LIMIT 5`},
-		{"task successes counter differs from its SUCCESS runs", `SELECT t.id FROM tasks t WHERE t.successes <>
-			(SELECT COUNT(*) FROM runs r WHERE r.task_id = t.id AND r.status = 'SUCCESS') LIMIT 5`},
-		{"terminal task not marked done or without end time", `SELECT id FROM tasks WHERE status IN
+	checks := append(store.TaskInvariants(), []store.Invariant{
+		{What: "terminal task not marked done or without end time", Query: `SELECT id FROM tasks WHERE status IN
 			('SUCCESS','FAILED','TIMEOUT','CANCELED','SKIPPED') AND (done = 0 OR end_time = 0) LIMIT 5`},
-		{"unfinished task marked done", `SELECT id FROM tasks WHERE status IN ('SCHEDULED','RUNNING') AND done = 1 LIMIT 5`},
-		{"RUNNING task without running runs", `SELECT id FROM tasks WHERE status = 'RUNNING' AND running = 0 LIMIT 5`},
-		{"run of a missing task", `SELECT r.id FROM runs r LEFT JOIN tasks t ON t.id = r.task_id WHERE t.id IS NULL LIMIT 5`},
-	}
-	var errs []error
-	for _, c := range checks {
-		rows, err := s.r.QueryContext(ctx, c.q)
+		{What: "unfinished task marked done", Query: `SELECT id FROM tasks WHERE status IN ('SCHEDULED','RUNNING') AND done = 1 LIMIT 5`},
+		{What: "run of a missing task", Query: `SELECT r.id FROM runs r LEFT JOIN tasks t ON t.id = r.task_id WHERE t.id IS NULL LIMIT 5`},
+	}...)
+	err := store.CheckInvariants(checks, func(q string) ([]string, error) {
+		rows, err := s.r.QueryContext(ctx, q)
 		if err != nil {
-			return fmt.Errorf("sqlitestore: check %q: %w", c.what, err)
+			return nil, fmt.Errorf("sqlitestore: %w", err)
 		}
+		defer rows.Close()
 		var ids []string
 		for rows.Next() {
 			var id string
 			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
+				return nil, err
 			}
 			ids = append(ids, id)
 		}
-		rows.Close()
-		if len(ids) > 0 {
-			errs = append(errs, fmt.Errorf("%s: %v", c.what, ids))
-		}
-	}
+		return ids, rows.Err()
+	})
+	errs := []error{err}
 	var res string
 	if err := s.r.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&res); err != nil {
 		return fmt.Errorf("sqlitestore: integrity check: %w", err)

@@ -38,9 +38,7 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 				return err
 			}
 			res.Runs = append(res.Runs, runs...)
-			if limited != 0 && (res.RateLimitedUntil.IsZero() || limited < ms(res.RateLimitedUntil)) {
-				res.RateLimitedUntil = tm(limited)
-			}
+			res.RateLimit(limited)
 		}
 		return nil
 	})
@@ -66,99 +64,106 @@ func workerSeen(ctx context.Context, tx *wtx, p store.TaskClaimParams, now int64
 }
 
 // candidate is a claimable task as the claim sees it.
-type candidate struct {
-	id, payload             string
-	level, attempt, timeout int
-	hb                      int
-	runAt                   int64
-}
+type candidate = store.ClaimCandidate
 
 // claimKind claims up to max tasks of one kind, in weighted-round order.
 //
 // With a rate limit, it also returns, when the bucket is empty while tasks
 // wait, the instant (unix ms) its next token is due; 0 otherwise.
 func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind string, max int, now int64) ([]rota.ClaimedRun, int64, error) {
-	var factor, paused, maxRunning, pos int
-	var rate, tokens float64
-	var rateAt int64
-	err := tx.QueryRowContext(ctx, `SELECT priority_factor, paused, max_running, round_pos, rate, rate_tokens, rate_at
-		FROM kinds WHERE name = ?`, kind).Scan(&factor, &paused, &maxRunning, &pos, &rate, &tokens, &rateAt)
-	if errors.Is(err, sql.ErrNoRows) || paused == 1 {
+	k, err := loadKindBudget(ctx, tx, kind, max, now)
+	if err != nil || k == nil {
+		return nil, 0, err
+	}
+	if k.max <= 0 {
+		// Empty bucket: say when the next token is due, if anything waits.
+		q, err := candidates(ctx, tx, p, kind, 1, now)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(q[0])+len(q[1])+len(q[2]) == 0 {
+			return nil, 0, nil
+		}
+		return nil, now + store.RateWait(k.rate, k.tokens).Milliseconds(), nil
+	}
+	queues, err := candidates(ctx, tx, p, kind, k.max, now)
+	if err != nil {
+		return nil, 0, err
+	}
+	picked, pos := store.WeightedPick(queues, k.factor, k.pos, k.max)
+	if len(picked) == 0 {
 		return nil, 0, nil
 	}
+	out, err := startRuns(ctx, tx, p, kind, picked, now)
 	if err != nil {
-		return nil, 0, fmt.Errorf("sqlitestore: load kind %s: %w", kind, err)
+		return nil, 0, err
+	}
+	if k.rate > 0 {
+		k.tokens -= float64(len(out))
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE kinds SET round_pos = ?, rate_tokens = ?, rate_at = ? WHERE name = ?`,
+		pos, k.tokens, now, kind); err != nil {
+		return nil, 0, fmt.Errorf("sqlitestore: update kind %s: %w", kind, err)
+	}
+	return out, 0, nil
+}
+
+// kindBudget is a kind's state as a claim sees it.
+type kindBudget struct {
+	factor, pos  int     // the weighted round
+	rate, tokens float64 // the rate bucket, refilled to now
+	max          int     // tasks the cap and the bucket let the claim take
+}
+
+// loadKindBudget reads kind's round and rate bucket and how many of max
+// tasks its MaxRunning cap and bucket allow at now (max 0: the bucket is
+// empty). It returns nil for an unknown or paused kind, or one at its cap.
+func loadKindBudget(ctx context.Context, tx *wtx, kind string, max int, now int64) (*kindBudget, error) {
+	k := kindBudget{max: max}
+	var paused, maxRunning int
+	var rateAt int64
+	err := tx.QueryRowContext(ctx, `SELECT priority_factor, paused, max_running, round_pos, rate, rate_tokens, rate_at
+		FROM kinds WHERE name = ?`, kind).Scan(&k.factor, &paused, &maxRunning, &k.pos, &k.rate, &k.tokens, &rateAt)
+	if errors.Is(err, sql.ErrNoRows) || paused == 1 {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: load kind %s: %w", kind, err)
 	}
 	if maxRunning > 0 {
 		var running int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM runs WHERE kind = ? AND status = 'RUNNING'`, kind).Scan(&running); err != nil {
-			return nil, 0, fmt.Errorf("sqlitestore: running runs of %s: %w", kind, err)
+			return nil, fmt.Errorf("sqlitestore: running runs of %s: %w", kind, err)
 		}
-		if room := maxRunning - running; room < max {
-			max = room
-		}
-		if max <= 0 {
-			return nil, 0, nil
+		if k.max = min(k.max, maxRunning-running); k.max <= 0 {
+			return nil, nil
 		}
 	}
-	if rate > 0 {
-		tokens = store.RateRefill(rate, tokens, rateAt, now)
-		if allowed := int(tokens); allowed < max {
-			max = allowed
-		}
-		if max <= 0 {
-			// Empty bucket: say when the next token is due, if anything waits.
-			q, err := candidates(ctx, tx, p, kind, 1, now)
-			if err != nil {
-				return nil, 0, err
-			}
-			if len(q[0])+len(q[1])+len(q[2]) == 0 {
-				return nil, 0, nil
-			}
-			return nil, now + store.RateWait(rate, tokens).Milliseconds(), nil
-		}
+	if k.rate > 0 {
+		k.tokens = store.RateRefill(k.rate, k.tokens, rateAt, now)
+		k.max = min(k.max, int(k.tokens))
 	}
-	queues, err := candidates(ctx, tx, p, kind, max, now)
-	if err != nil {
-		return nil, 0, err
-	}
-	picked, pos := weightedPick(queues, factor, pos, max)
-	if len(picked) == 0 {
-		return nil, 0, nil
-	}
+	return &k, nil
+}
+
+// startRuns makes a run of each picked task for the claiming worker.
+func startRuns(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind string, picked []candidate, now int64) ([]rota.ClaimedRun, error) {
 	out := make([]rota.ClaimedRun, 0, len(picked))
 	for _, c := range picked {
-		runID := p.NewRunID()
-		attempt := c.attempt + 1
-		lease := now + int64(c.hb)*1000
-		var deadline int64
-		if c.timeout > 0 {
-			deadline = now + int64(c.timeout)*1000
-		}
+		run, lease, deadline := c.Start(kind, p.NewRunID(), now)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, task_id, kind, worker_id, worker_address, attempt, status,
 			start_time, lease_expires_at, deadline, expires_at) VALUES (?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?, ?, ?)`,
-			runID, c.id, kind, p.WorkerID, p.WorkerAddress, attempt, now, lease, deadline, expiresAt(lease, deadline)); err != nil {
-			return nil, 0, fmt.Errorf("sqlitestore: insert run: %w", err)
+			run.RunID, c.ID, kind, p.WorkerID, p.WorkerAddress, run.Attempt, now, lease, deadline, store.RunExpiresAt(lease, deadline)); err != nil {
+			return nil, fmt.Errorf("sqlitestore: insert run: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'RUNNING', attempt = ?, running = running + 1,
 			avail = (running + 1 + successes < workers), start_time = CASE WHEN start_time = 0 THEN ? ELSE start_time END,
-			worker_address = ?, updated_at = ? WHERE id = ?`, attempt, now, p.WorkerAddress, now, c.id); err != nil {
-			return nil, 0, fmt.Errorf("sqlitestore: mark task running: %w", err)
+			worker_address = ?, updated_at = ? WHERE id = ?`, run.Attempt, now, p.WorkerAddress, now, c.ID); err != nil {
+			return nil, fmt.Errorf("sqlitestore: mark task running: %w", err)
 		}
-		out = append(out, rota.ClaimedRun{
-			TaskID: c.id, RunID: runID, Kind: kind, Priority: rota.PriorityOfLevel(c.level),
-			Payload: json.RawMessage(c.payload), Attempt: attempt, HeartbeatTimeoutSeconds: c.hb,
-			TimeoutSeconds: c.timeout, LeaseExpiresAt: tm(lease), RunAt: tm(c.runAt),
-		})
+		out = append(out, run)
 	}
-	if rate > 0 {
-		tokens -= float64(len(out))
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE kinds SET round_pos = ?, rate_tokens = ?, rate_at = ? WHERE name = ?`,
-		pos, tokens, now, kind); err != nil {
-		return nil, 0, fmt.Errorf("sqlitestore: update kind %s: %w", kind, err)
-	}
-	return out, 0, nil
+	return out, nil
 }
 
 // candidateQuery selects, in one statement, up to max claimable tasks per
@@ -210,52 +215,14 @@ func candidates(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind stri
 	for rows.Next() {
 		var c candidate
 		var pinned int
-		if err := rows.Scan(&c.id, &c.payload, &c.level, &c.attempt, &c.timeout, &c.hb, &pinned, &c.runAt); err != nil {
+		if err := rows.Scan(&c.ID, &c.Payload, &c.Level, &c.Attempt, &c.TimeoutSeconds, &c.HeartbeatTimeoutSeconds,
+			&pinned, &c.RunAt); err != nil {
 			return queues, fmt.Errorf("sqlitestore: scan candidate: %w", err)
 		}
 		// Each level lists up to max pinned and max unpinned tasks.
-		if len(queues[c.level]) < max {
-			queues[c.level] = append(queues[c.level], c)
+		if len(queues[c.Level]) < max {
+			queues[c.Level] = append(queues[c.Level], c)
 		}
 	}
 	return queues, rows.Err()
-}
-
-// weightedPick takes up to max items from three FIFO queues (high, mid,
-// low) in weighted rounds of f² high, f mid and 1 low, starting at position
-// pos of the round and skipping the rest of a level's slots when it is
-// empty. It returns the picks and the position to resume from.
-func weightedPick[T any](queues [3][]T, f, pos, max int) ([]T, int) {
-	if f < 1 {
-		f = 1
-	}
-	bounds := [3]int{f * f, f*f + f, f*f + f + 1} // end of each level's slots
-	round := bounds[2]
-	if pos < 0 || pos >= round {
-		pos = 0
-	}
-	levelAt := func(p int) int {
-		switch {
-		case p < bounds[0]:
-			return 0
-		case p < bounds[1]:
-			return 1
-		}
-		return 2
-	}
-	var out []T
-	for len(out) < max {
-		if len(queues[0])+len(queues[1])+len(queues[2]) == 0 {
-			break
-		}
-		l := levelAt(pos)
-		if len(queues[l]) == 0 {
-			pos = bounds[l] % round // first slot of the next level
-			continue
-		}
-		out = append(out, queues[l][0])
-		queues[l] = queues[l][1:]
-		pos = (pos + 1) % round
-	}
-	return out, pos
 }

@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -22,7 +21,7 @@ func getRun(ctx context.Context, q queryer, id string) (*runRow, error) {
 	var kind string
 	var r *rota.Run
 	row := q.QueryRowContext(ctx, `SELECT `+runCols+`, kind FROM runs WHERE id = ?`, id)
-	r, err := scanRun(scanFunc(func(dest ...any) error { return row.Scan(append(dest, &kind)...) }))
+	r, err := scanRun(row, &kind)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("run", id)
 	}
@@ -36,24 +35,6 @@ type scanFunc func(dest ...any) error
 
 func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
 
-func expiresAt(lease, deadline int64) int64 {
-	if deadline != 0 && deadline < lease {
-		return deadline
-	}
-	return lease
-}
-
-// outcome is how a run ended, from the task's point of view.
-type outcome = store.RunOutcome
-
-const (
-	outSuccess        = store.OutcomeSuccess
-	outFailure        = store.OutcomeFailure
-	outLeaseLapsed    = store.OutcomeLeaseLapsed
-	outDeadlinePassed = store.OutcomeDeadlinePassed
-	outReleased       = store.OutcomeReleased
-)
-
 // ownedRun loads a run for a report by workerID at now. It returns
 // rota.ErrNotFound, or a lease-lost error, possibly after expiring the run
 // on the spot (then wrapped in keepError so the expiry commits).
@@ -63,12 +44,12 @@ func ownedRun(ctx context.Context, tx *wtx, runID, workerID string, now int64, b
 		return nil, err
 	}
 	if r.WorkerID != workerID {
-		return nil, leaseLost(runID, fmt.Sprintf("it belongs to worker %s", r.WorkerID))
+		return nil, store.LeaseLostError(runID, fmt.Sprintf("it belongs to worker %s", r.WorkerID))
 	}
 	if r.Status != rota.StatusRunning {
-		return nil, leaseLost(runID, fmt.Sprintf("it already ended %s", r.Status))
+		return nil, store.LeaseLostError(runID, fmt.Sprintf("it already ended %s", r.Status))
 	}
-	if exp := expiresAt(ms(r.LeaseExpiresAt), ms(r.Deadline)); exp <= now {
+	if exp := store.RunExpiresAt(ms(r.LeaseExpiresAt), ms(r.Deadline)); exp <= now {
 		why := "its lease expired"
 		if err := expireRun(ctx, tx, r, now, backoff); err != nil {
 			return nil, err
@@ -76,7 +57,7 @@ func ownedRun(ctx context.Context, tx *wtx, runID, workerID string, now int64, b
 		if r.Deadline.UnixMilli() <= now && !r.Deadline.IsZero() {
 			why = "its timeout passed"
 		}
-		return nil, keepError{&store.ExpiredError{Kind: r.kind, TaskID: r.TaskID, Err: leaseLost(runID, why)}}
+		return nil, keepError{&store.ExpiredError{Kind: r.kind, TaskID: r.TaskID, Err: store.LeaseLostError(runID, why)}}
 	}
 	return r, nil
 }
@@ -100,7 +81,7 @@ func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (s
 			msg = p.Message
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE runs SET lease_expires_at = ?, expires_at = ?, message = ? WHERE id = ?`,
-			lease, expiresAt(lease, ms(r.Deadline)), msg, r.ID); err != nil {
+			lease, store.RunExpiresAt(lease, ms(r.Deadline)), msg, r.ID); err != nil {
 			return fmt.Errorf("sqlitestore: renew lease of %s: %w", r.ID, err)
 		}
 		if err := tx.QueryRowContext(ctx, `UPDATE workers SET last_seen = ? WHERE id = ? RETURNING stop_requested`,
@@ -123,23 +104,11 @@ func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*ro
 			return err
 		}
 		taskID = r.TaskID
-		out := outFailure
-		status := rota.StatusFailed
-		switch {
-		case p.Release:
-			out, status = outReleased, rota.StatusCanceled
-		case p.Success:
-			out, status = outSuccess, rota.StatusSuccess
-		}
-		if r.StopRequested {
-			status = rota.StatusCanceled
-		}
+		status, run := store.ReportSettle(p, r.StopRequested)
 		if err := endRun(ctx, tx, r, status, p.Message, now); err != nil {
 			return err
 		}
-		return settle(ctx, tx, r, out, settleParams{
-			message: p.Message, result: p.Result, retry: p.Retry, now: now, backoff: p.Backoff,
-		})
+		return settle(ctx, tx, r, run)
 	})
 	if err != nil {
 		return nil, err
@@ -157,47 +126,28 @@ func endRun(ctx context.Context, tx *wtx, r *runRow, status rota.Status, msg str
 	return nil
 }
 
-type settleParams struct {
-	message string
-	result  json.RawMessage
-	retry   bool
-	now     int64
-	backoff func(int) time.Duration
-}
-
 // settle moves a task after one of its runs (r, already ended) ended with
 // the given outcome.
-func settle(ctx context.Context, tx *wtx, r *runRow, out outcome, p settleParams) error {
+func settle(ctx context.Context, tx *wtx, r *runRow, run store.SettleRun) error {
 	t, err := getTask(ctx, tx, r.TaskID)
 	if err != nil {
 		return err
 	}
-	t.running--
-	if t.running < 0 {
-		t.running = 0
-	}
-	now := p.now
-	if t.done {
+	t.Running = max(t.Running-1, 0)
+	now := ms(run.Now)
+	if t.Done {
 		// A straggler of a task that already ended: only the counter moves.
-		_, err := tx.ExecContext(ctx, `UPDATE tasks SET running = ?, updated_at = ? WHERE id = ?`, t.running, now, t.ID)
+		_, err := tx.ExecContext(ctx, `UPDATE tasks SET running = ?, updated_at = ? WHERE id = ?`, t.Running, now, t.ID)
 		return wrapErr("settle task", err)
 	}
-	st := store.Settle(store.SettleTask{
-		Workers: t.Workers, MaxRetries: t.MaxRetries,
-		HeartbeatTimeoutSeconds: t.HeartbeatTimeoutSeconds, TimeoutSeconds: t.TimeoutSeconds,
-		Running: t.running, Successes: t.successes, Failures: t.failures, StopRequested: t.stopRequested,
-		RunAt: t.RunAt, EndTime: t.EndTime, Message: t.Message, Result: t.Result,
-	}, store.SettleRun{
-		Outcome: out, StopRequested: r.StopRequested, Message: p.message, Result: p.result, Retry: p.retry,
-		Now: tm(now), Backoff: p.backoff,
-	})
+	st := t.Settle(run)
 	var resultVal any
 	if len(st.Result) > 0 {
 		resultVal = string(st.Result)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, done = ?, avail = ?, failures = ?, successes = ?,
 		running = ?, run_at = ?, end_time = ?, message = ?, result = ?, updated_at = ? WHERE id = ?`,
-		string(st.Status), boolInt(st.Done), boolInt(st.Avail), st.Failures, st.Successes, t.running, ms(st.RunAt),
+		string(st.Status), boolInt(st.Done), boolInt(st.Avail), st.Failures, st.Successes, t.Running, ms(st.RunAt),
 		ms(st.EndTime), st.Message, resultVal, now, t.ID); err != nil {
 		return fmt.Errorf("sqlitestore: settle task %s: %w", t.ID, err)
 	}
@@ -218,18 +168,11 @@ func wrapErr(what string, err error) error {
 
 // expireRun ends a run whose lease or deadline passed at now as TIMEOUT.
 func expireRun(ctx context.Context, tx *wtx, r *runRow, now int64, backoff func(int) time.Duration) error {
-	out := outLeaseLapsed
-	if !r.Deadline.IsZero() && ms(r.Deadline) <= now {
-		out = outDeadlinePassed
-	}
-	msg := "lease expired: no heartbeat in time"
-	if out == outDeadlinePassed {
-		msg = "timeout: the run exceeded its time limit"
-	}
+	msg, run := store.ExpirySettle(r.Deadline, tm(now), r.StopRequested, backoff)
 	if err := endRun(ctx, tx, r, rota.StatusTimeout, msg, now); err != nil {
 		return err
 	}
-	return settle(ctx, tx, r, out, settleParams{now: now, backoff: backoff})
+	return settle(ctx, tx, r, run)
 }
 
 // RunExpire implements store.Store.
@@ -256,7 +199,6 @@ func (s *Store) RunExpire(ctx context.Context, p store.RunExpireParams) (store.R
 			ids = append(ids, id)
 		}
 		rows.Close()
-		kinds := map[string]bool{}
 		for _, id := range ids {
 			r, err := getRun(ctx, tx, id)
 			if err != nil {
@@ -265,12 +207,7 @@ func (s *Store) RunExpire(ctx context.Context, p store.RunExpireParams) (store.R
 			if err := expireRun(ctx, tx, r, now, p.Backoff); err != nil {
 				return err
 			}
-			res.Expired++
-			res.Tasks = append(res.Tasks, r.TaskID)
-			if !kinds[r.kind] {
-				kinds[r.kind] = true
-				res.Kinds = append(res.Kinds, r.kind)
-			}
+			res.Add(r.TaskID, r.kind)
 		}
 		return nil
 	})

@@ -339,15 +339,8 @@ func inList(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
 
-// notFound, conflict and leaseLost make the rota errors a client sees.
-func notFound(what, id string) error {
-	return rota.Errorf(rota.CodeNotFound, "%s %s not found", what, id)
-}
+// notFound and conflict are the package's short names for the rota
+// errors a client sees (store.NotFoundError, store.ConflictError).
+func notFound(what, id string) error { return store.NotFoundError(what, id) }
 
-func conflict(format string, args ...any) error {
-	return rota.Errorf(rota.CodeConflict, format, args...)
-}
-
-func leaseLost(runID, why string) error {
-	return rota.Errorf(rota.CodeLeaseLost, "run %s is no longer held by this worker: %s", runID, why)
-}
+func conflict(format string, args ...any) error { return store.ConflictError(format, args...) }

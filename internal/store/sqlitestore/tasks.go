@@ -6,26 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
 )
 
-func ms(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
+// ms and tm are the package's short names for store.Millis and
+// store.FromMillis: instants as stored.
+func ms(t time.Time) int64 { return store.Millis(t) }
 
-func tm(v int64) time.Time {
-	if v == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(v).UTC()
-}
+func tm(v int64) time.Time { return store.FromMillis(v) }
 
 // queryer is what both *sql.DB and *sql.Tx offer.
 type queryer interface {
@@ -33,49 +24,28 @@ type queryer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-const taskCols = `id, kind, level, payload, key, status, done, avail, attempt, failures, successes, running,
-	max_retries, workers, worker_ids, timeout_s, hb_timeout_s, stop_requested, created_at, run_at,
-	start_time, end_time, worker_address, message, result, schedule_id, fire_time`
+const taskCols = store.TaskColumns
 
 // taskRow is a task as stored, with the bookkeeping the domain type hides.
-type taskRow struct {
-	rota.Task
-	done, avail, stopRequested   bool
-	failures, successes, running int
-}
+type taskRow = store.TaskRow
 
 type scanner interface{ Scan(dest ...any) error }
 
+// scanTask reads the taskCols of a row; worker_ids is JSON text.
 func scanTask(sc scanner) (*taskRow, error) {
 	var (
-		r                                taskRow
-		level                            int
-		payload                          string
-		key, workerIDs, result           sql.NullString
-		done, avail, stop                int
-		created, runAt, start, end, fire int64
+		ts        store.TaskScan
+		workerIDs sql.NullString
 	)
-	err := sc.Scan(&r.ID, &r.Kind, &level, &payload, &key, &r.Status, &done, &avail, &r.Attempt, &r.failures,
-		&r.successes, &r.running, &r.MaxRetries, &r.Workers, &workerIDs, &r.TimeoutSeconds,
-		&r.HeartbeatTimeoutSeconds, &stop, &created, &runAt, &start, &end, &r.WorkerAddress, &r.Message,
-		&result, &r.ScheduleID, &fire)
-	if err != nil {
+	if err := sc.Scan(ts.Dest(&workerIDs)...); err != nil {
 		return nil, err
 	}
-	r.Priority = rota.PriorityOfLevel(level)
-	r.Payload = json.RawMessage(payload)
-	r.Key = key.String
+	r := ts.Row(nil)
 	if workerIDs.Valid {
 		if err := json.Unmarshal([]byte(workerIDs.String), &r.WorkerIDs); err != nil {
 			return nil, fmt.Errorf("task %s: decode worker_ids: %w", r.ID, err)
 		}
 	}
-	if result.Valid {
-		r.Result = json.RawMessage(result.String)
-	}
-	r.done, r.avail, r.stopRequested = done == 1, avail == 1, stop == 1
-	r.CreatedAt, r.RunAt, r.StartTime, r.EndTime, r.FireTime = tm(created), tm(runAt), tm(start), tm(end), tm(fire)
-	r.IsSucceed = r.Status == rota.StatusSuccess
 	return &r, nil
 }
 
@@ -208,21 +178,15 @@ func (s *Store) TaskGet(ctx context.Context, id string) (*rota.Task, error) {
 	return &t.Task, nil
 }
 
-const runCols = `id, task_id, worker_id, worker_address, attempt, status, start_time, end_time,
-	lease_expires_at, deadline, stop_requested, message`
+const runCols = store.RunColumns
 
-func scanRun(sc scanner) (*rota.Run, error) {
-	var (
-		r                           rota.Run
-		start, end, lease, deadline int64
-		stop                        int
-	)
-	if err := sc.Scan(&r.ID, &r.TaskID, &r.WorkerID, &r.WorkerAddress, &r.Attempt, &r.Status, &start, &end,
-		&lease, &deadline, &stop, &r.Message); err != nil {
+// scanRun reads the runCols of a row, plus extra destinations after them.
+func scanRun(sc scanner, extra ...any) (*rota.Run, error) {
+	var rs store.RunScan
+	if err := sc.Scan(rs.Dest(extra...)...); err != nil {
 		return nil, err
 	}
-	r.StartTime, r.EndTime, r.LeaseExpiresAt, r.Deadline = tm(start), tm(end), tm(lease), tm(deadline)
-	r.StopRequested = stop == 1
+	r := rs.Run()
 	return &r, nil
 }
 
@@ -245,51 +209,24 @@ func taskRuns(ctx context.Context, q queryer, taskID string) ([]rota.Run, error)
 
 // TaskList implements store.Store.
 func (s *Store) TaskList(ctx context.Context, p store.TaskListParams) (store.TaskListResult, error) {
-	var where []string
-	var args []any
-	if p.Kind != "" {
-		where, args = append(where, "kind = ?"), append(args, p.Kind)
-	}
-	if p.Status != "" {
-		where, args = append(where, "status = ?"), append(args, string(p.Status))
-	}
-	if p.Key != "" {
-		where, args = append(where, "key = ?"), append(args, p.Key)
-	}
-	if p.Cursor != "" {
-		where, args = append(where, "id < ?"), append(args, p.Cursor)
-	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	q := `SELECT ` + taskCols + ` FROM tasks`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY id DESC LIMIT ?"
-	args = append(args, limit+1)
+	q, args, limit := store.TaskListQuery(p, func(int) string { return "?" })
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return store.TaskListResult{}, fmt.Errorf("sqlitestore: list tasks: %w", err)
 	}
 	defer rows.Close()
-	var res store.TaskListResult
+	var tasks []rota.Task
 	for rows.Next() {
 		t, err := scanTask(rows)
 		if err != nil {
 			return store.TaskListResult{}, fmt.Errorf("sqlitestore: scan task: %w", err)
 		}
-		res.Tasks = append(res.Tasks, t.Task)
+		tasks = append(tasks, t.Task)
 	}
 	if err := rows.Err(); err != nil {
 		return store.TaskListResult{}, fmt.Errorf("sqlitestore: list tasks: %w", err)
 	}
-	if len(res.Tasks) > limit {
-		res.Tasks = res.Tasks[:limit]
-		res.NextCursor = res.Tasks[limit-1].ID
-	}
-	return res, nil
+	return store.TaskListPage(tasks, limit), nil
 }
 
 // TaskUpdate implements store.Store.
@@ -299,30 +236,19 @@ func (s *Store) TaskUpdate(ctx context.Context, p store.TaskUpdateParams) (*rota
 		if err != nil {
 			return err
 		}
-		if t.done {
-			return conflict("task %s is already %s", t.ID, t.Status)
+		stopDisallowed, err := p.ApplyTo(t)
+		if err != nil {
+			return err
 		}
-		if p.Priority != nil {
-			t.Priority = *p.Priority
-		}
-		if p.MaxRetries != nil {
-			t.MaxRetries = *p.MaxRetries
-		}
-		if p.HeartbeatTimeoutSeconds != nil {
-			t.HeartbeatTimeoutSeconds = *p.HeartbeatTimeoutSeconds
-		}
-		if p.WorkerIDs != nil {
-			t.WorkerIDs = append([]string(nil), (*p.WorkerIDs)...)
-			if len(t.WorkerIDs) > 0 {
-				// Runs of workers no longer allowed are asked to stop.
-				args := []any{t.ID}
-				for _, w := range t.WorkerIDs {
-					args = append(args, w)
-				}
-				if _, err := tx.ExecContext(ctx, `UPDATE runs SET stop_requested = 1 WHERE task_id = ? AND status = 'RUNNING'
-					AND worker_id NOT IN (`+inList(len(t.WorkerIDs))+`)`, args...); err != nil {
-					return fmt.Errorf("sqlitestore: stop disallowed runs: %w", err)
-				}
+		if stopDisallowed {
+			// Runs of workers no longer allowed are asked to stop.
+			args := []any{t.ID}
+			for _, w := range t.WorkerIDs {
+				args = append(args, w)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE runs SET stop_requested = 1 WHERE task_id = ? AND status = 'RUNNING'
+				AND worker_id NOT IN (`+inList(len(t.WorkerIDs))+`)`, args...); err != nil {
+				return fmt.Errorf("sqlitestore: stop disallowed runs: %w", err)
 			}
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE tasks SET level = ?, max_retries = ?, hb_timeout_s = ?, worker_ids = ?,
@@ -341,20 +267,17 @@ func (s *Store) TaskUpdate(ctx context.Context, p store.TaskUpdateParams) (*rota
 
 // TaskStop implements store.Store.
 func (s *Store) TaskStop(ctx context.Context, p store.TaskStopParams) (*rota.Task, error) {
-	msg := p.Message
-	if msg == "" {
-		msg = "stopped"
-	}
 	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		t, err := getTask(ctx, tx, p.ID)
 		if err != nil {
 			return err
 		}
-		if t.done {
-			return conflict("task %s is already %s and cannot be stopped", t.ID, t.Status)
+		msg, err := p.MessageFor(t)
+		if err != nil {
+			return err
 		}
 		now := ms(p.Now)
-		if t.running == 0 {
+		if t.Running == 0 {
 			_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = 'CANCELED', done = 1, avail = 0, stop_requested = 1,
 				end_time = ?, message = ?, updated_at = ? WHERE id = ?`, now, msg, now, t.ID)
 		} else {

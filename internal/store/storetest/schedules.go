@@ -12,26 +12,6 @@ import (
 	"github.com/rotahq/rota/internal/store"
 )
 
-// RunSchedules runs the conformance suite of store.ScheduleStore against
-// fresh stores made by newStore (as for Run).
-func RunSchedules(t *testing.T, newStore func(tb testing.TB) store.Store) {
-	areas := []struct {
-		name string
-		run  func(t *testing.T, ns newStoreFunc)
-	}{
-		{"CRUD", testScheduleCRUD},
-		{"Load", testScheduleLoad},
-		{"Fire", testScheduleFire},
-		{"Runs", testScheduleRuns},
-	}
-	for _, a := range areas {
-		t.Run(a.name, func(t *testing.T) {
-			t.Parallel()
-			a.run(t, newStore)
-		})
-	}
-}
-
 // schedFixture is a Fixture with its store's schedule side at hand.
 type schedFixture struct {
 	*Fixture

@@ -19,7 +19,7 @@
 // idempotency), claim.go (state machine, delays), lease.go (leases, fencing,
 // timeouts), priority.go (weighted rounds, kinds order, pinning), multi.go
 // (multi-worker tasks), stop.go (stop and update), kind.go, worker.go,
-// stats.go, concurrency.go and bench.go.
+// stats.go, concurrency.go, cluster.go, limits.go, schedules.go and bench.go.
 package storetest
 
 import (
@@ -73,6 +73,10 @@ func Run(t *testing.T, newStore func(tb testing.TB) store.Store) {
 		{"Cluster", testCluster},
 		{"Protocol", testProtocol},
 		{"Limits", testLimits},
+		{"ScheduleCRUD", testScheduleCRUD},
+		{"ScheduleLoad", testScheduleLoad},
+		{"ScheduleFire", testScheduleFire},
+		{"ScheduleRuns", testScheduleRuns},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {
@@ -449,3 +453,12 @@ func sorted(ss []string) []string {
 
 // msec is n milliseconds.
 func msec(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// WantNewerSchemaRefused fails tb unless err is a backend's refusal to open
+// a schema that a newer rota migrated: the error must say to upgrade rota.
+func WantNewerSchemaRefused(tb testing.TB, err error) {
+	tb.Helper()
+	if err == nil || !strings.Contains(err.Error(), "upgrade rota") {
+		tb.Fatalf("New on a newer schema: err = %v, want a refusal that says to upgrade", err)
+	}
+}
