@@ -16,6 +16,8 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/rotahq/rota"
@@ -101,7 +103,8 @@ type Store interface {
 	// RunExpire ends, as TIMEOUT, up to Limit RUNNING runs whose lease expired
 	// or whose deadline passed at Now, applying the retry rule (a lapsed lease
 	// is retried at once; a passed deadline after Backoff) and returns how
-	// many it ended, with the kinds whose tasks became claimable.
+	// many it ended, with the kinds whose tasks became claimable. A leader
+	// duty: fenced by Term (ErrFenced, nothing changed).
 	RunExpire(ctx context.Context, p RunExpireParams) (RunExpireResult, error)
 
 	// RunNextExpiry returns the earliest lease expiry or deadline among
@@ -158,8 +161,8 @@ type Store interface {
 	// whose EndTime is older than their kind's RetentionSeconds at Now
 	// (kinds with RetentionSeconds 0 keep everything), oldest first, and
 	// returns how many it deleted. Seed 000's clean_success/clean_failed; a
-	// leader duty.
-	TaskCleanup(ctx context.Context, now time.Time, limit int) (int, error)
+	// leader duty: fenced by Term (ErrFenced, nothing deleted).
+	TaskCleanup(ctx context.Context, p TaskCleanupParams) (int, error)
 
 	// Ping checks the store is reachable.
 	Ping(ctx context.Context) error
@@ -314,6 +317,14 @@ type RunExpireParams struct {
 	Now     time.Time
 	Limit   int
 	Backoff func(n int) time.Duration // delay for runs past their deadline
+	Term    int64                     // leadership fencing token (see CheckFence)
+}
+
+// TaskCleanupParams drives the retention cleanup.
+type TaskCleanupParams struct {
+	Now   time.Time
+	Limit int   // at most this many tasks (default 1000)
+	Term  int64 // leadership fencing token (see CheckFence)
 }
 
 // RunExpireResult reports what RunExpire did.
@@ -373,6 +384,39 @@ type LeaderElectResult struct {
 	LeaderID  string    // who leads now ("" if nobody)
 	Term      int64     // fencing token of the current leadership
 	ExpiresAt time.Time // end of the current leader's lease
+}
+
+// ErrFenced is the error of a leader-only write (RunExpire, TaskCleanup,
+// ScheduleFire) whose fencing term is not the current leadership's, or
+// whose leadership's lease has passed at the write's Now: the writer was
+// deposed (or resigned) and must stop acting as leader. Nothing of the
+// write is applied. Test with errors.Is.
+var ErrFenced = errors.New("store: fenced: this node's leadership term is no longer current")
+
+// CheckFence decides whether a leader-only write may apply. Such a write
+// carries the term of the election that made its caller leader
+// (LeaderElectResult.Term, the fencing token); a backend reads the leader
+// row (its term and lease end) in the transaction that applies the write,
+// locked against a concurrent takeover, and refuses the whole write with
+// ErrFenced unless the term is still the current one and its lease has not
+// passed at the write's now. A deposed leader's late write (a paused
+// process, a stalled loop) therefore changes nothing, even while the node
+// still believes it leads. want 0 means unfenced: for a store used outside
+// any election (tests, tools); a server always passes its term. No leader
+// row (found false) fences every term.
+func CheckFence(want int64, found bool, term int64, leaseEnd, now time.Time) error {
+	switch {
+	case want == 0:
+		return nil
+	case !found:
+		return fmt.Errorf("%w: term %d, but nobody was ever elected", ErrFenced, want)
+	case term != want:
+		return fmt.Errorf("%w: term %d, the current term is %d", ErrFenced, want, term)
+	case !now.Before(leaseEnd):
+		return fmt.Errorf("%w: the lease of term %d ended at %s (now %s)", ErrFenced, want,
+			leaseEnd.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // NodeHeartbeatParams describes a live node.
@@ -558,6 +602,10 @@ type ScheduleFireParams struct {
 	ID      string
 	Version int64
 	Now     time.Time
+	// Term is the engine's leadership fencing token (see CheckFence): a
+	// call with any item whose Term is fenced applies nothing and fails
+	// with ErrFenced. The items of one call carry the same Term.
+	Term int64
 	// Decide computes the decision from the live state. It runs inside the
 	// store's transaction: it must be quick, do no I/O and call no store
 	// method. Its error aborts the item (Err) and nothing of it is applied.

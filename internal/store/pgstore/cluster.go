@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -91,6 +92,44 @@ func (s *Store) NodeList(ctx context.Context, now time.Time, liveness time.Durat
 func (s *Store) NodeRemove(ctx context.Context, nodeID string) error {
 	if _, err := s.pool.Exec(ctx, `DELETE FROM nodes WHERE id = $1`, nodeID); err != nil {
 		return s.translate("remove node", err)
+	}
+	return nil
+}
+
+// fence checks a leader-only write's fencing term (store.CheckFence) at the
+// start of the write's transaction. FOR SHARE holds the leader row until the
+// write commits: an election that would take over (a new term) waits for
+// it, so the write is never applied under a term that is not current.
+func (t *txn) fence(ctx context.Context, want int64, now time.Time) error {
+	if want == 0 {
+		return nil
+	}
+	var term, until int64
+	found := true
+	err := t.queryRow(ctx, func(row pgx.Row) error {
+		err := row.Scan(&term, &until)
+		if errors.Is(err, pgx.ErrNoRows) {
+			found = false
+			return nil
+		}
+		return err
+	}, `SELECT term, expires_at FROM leader WHERE id = 1 FOR SHARE`)
+	if err != nil {
+		return fmt.Errorf("read leader for the fence: %w", err)
+	}
+	return store.CheckFence(want, found, term, tm(until), now)
+}
+
+// fenceFire checks the fencing terms of a fire batch, once per distinct
+// (Term, Now): the engine's batches carry one of each.
+func (t *txn) fenceFire(ctx context.Context, ps []store.ScheduleFireParams) error {
+	for i := range ps {
+		if i > 0 && ps[i].Term == ps[i-1].Term && ps[i].Now.Equal(ps[i-1].Now) {
+			continue
+		}
+		if err := t.fence(ctx, ps[i].Term, ps[i].Now); err != nil {
+			return err
+		}
 	}
 	return nil
 }

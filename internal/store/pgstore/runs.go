@@ -239,6 +239,9 @@ func (s *Store) RunExpire(ctx context.Context, p store.RunExpireParams) (store.R
 	}
 	err := s.tx(ctx, "expire runs", func(t *txn) error {
 		res = store.RunExpireResult{}
+		if err := t.fence(ctx, p.Term, p.Now); err != nil {
+			return err
+		}
 		now := ms(p.Now)
 		var tasks []*taskRow
 		err := t.query(ctx, func(rows pgx.Rows) (err error) {

@@ -403,6 +403,9 @@ func (s *Store) ScheduleFire(ctx context.Context, ps []store.ScheduleFireParams)
 	var f *fireBatch
 	err := s.tx(ctx, "fire schedules", func(t *txn) error {
 		f = &fireBatch{ps: ps, out: make([]store.ScheduleFireResult, len(ps)), items: make([]fireItem, len(ps))}
+		if err := t.fenceFire(ctx, ps); err != nil {
+			return err
+		}
 		for _, seg := range distinctSegments(ps) {
 			if err := f.segment(ctx, t, seg); err != nil {
 				return err

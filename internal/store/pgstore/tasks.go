@@ -456,19 +456,32 @@ func (s *Store) TaskNextRunAt(ctx context.Context, kinds []string, now time.Time
 // finished tasks of each kind with a retention (kinds by name, as
 // sqlitestore), their runs going with them (ON DELETE CASCADE). Each kind
 // is a range scan of tasks_done_end.
-func (s *Store) TaskCleanup(ctx context.Context, now time.Time, limit int) (int, error) {
+func (s *Store) TaskCleanup(ctx context.Context, p store.TaskCleanupParams) (int, error) {
+	limit := p.Limit
 	if limit <= 0 {
 		limit = 1000
 	}
-	ct, err := s.pool.Exec(ctx, `DELETE FROM tasks WHERE id IN (
+	var deleted int
+	err := s.tx(ctx, "clean up tasks", func(t *txn) error {
+		deleted = 0
+		if err := t.fence(ctx, p.Term, p.Now); err != nil {
+			return err
+		}
+		t.queue(cleanupSQL, ms(p.Now), limit).Exec(func(ct pgconn.CommandTag) error {
+			deleted = int(ct.RowsAffected())
+			return nil
+		})
+		return nil
+	})
+	return deleted, err
+}
+
+// cleanupSQL deletes up to $2 finished tasks past their kind's retention
+// at $1 (their runs go with them: ON DELETE CASCADE).
+const cleanupSQL = `DELETE FROM tasks WHERE id IN (
 			SELECT t.id FROM kinds k
 			CROSS JOIN LATERAL (SELECT id, end_time FROM tasks
 				WHERE done AND kind = k.name AND end_time < $1 - k.retention_seconds::bigint * 1000
 				ORDER BY end_time, id LIMIT $2) AS t
 			WHERE k.retention_seconds > 0
-			ORDER BY k.name, t.end_time, t.id LIMIT $2)`, ms(now), limit)
-	if err != nil {
-		return 0, s.translate("clean up tasks", err)
-	}
-	return int(ct.RowsAffected()), nil
-}
+			ORDER BY k.name, t.end_time, t.id LIMIT $2)`

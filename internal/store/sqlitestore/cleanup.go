@@ -3,17 +3,22 @@ package sqlitestore
 import (
 	"context"
 	"fmt"
-	"time"
+
+	"github.com/rotahq/rota/internal/store"
 )
 
 // TaskCleanup implements store.Store.
-func (s *Store) TaskCleanup(ctx context.Context, now time.Time, limit int) (int, error) {
+func (s *Store) TaskCleanup(ctx context.Context, p store.TaskCleanupParams) (int, error) {
+	now, limit := p.Now, p.Limit
 	if limit <= 0 {
 		limit = 1000
 	}
 	deleted := 0
 	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		deleted = 0
+		if err := fence(ctx, tx, p.Term, now); err != nil {
+			return err
+		}
 		rows, err := tx.QueryContext(ctx, `SELECT name, retention_seconds FROM kinds WHERE retention_seconds > 0 ORDER BY name`)
 		if err != nil {
 			return fmt.Errorf("sqlitestore: kinds with retention: %w", err)

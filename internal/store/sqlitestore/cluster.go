@@ -102,3 +102,35 @@ func (s *Store) SupportsNotify() bool { return false }
 
 // Subscribe returns at once: see SupportsNotify.
 func (s *Store) Subscribe(ctx context.Context, fn func(store.Notification)) error { return nil }
+
+// fence checks a leader-only write's fencing term (store.CheckFence) in the
+// write's transaction: the single writer orders it with every election.
+func fence(ctx context.Context, tx *wtx, want int64, now time.Time) error {
+	if want == 0 {
+		return nil
+	}
+	var term, until int64
+	found := true
+	err := tx.QueryRowContext(ctx, `SELECT term, expires_at FROM leader WHERE id = 1`).Scan(&term, &until)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		found = false
+	case err != nil:
+		return fmt.Errorf("sqlitestore: read leader for the fence: %w", err)
+	}
+	return store.CheckFence(want, found, term, tm(until), now)
+}
+
+// fenceFire checks the fencing terms of a fire batch, once per distinct
+// (Term, Now): the engine's batches carry one of each.
+func fenceFire(ctx context.Context, tx *wtx, ps []store.ScheduleFireParams) error {
+	for i := range ps {
+		if i > 0 && ps[i].Term == ps[i-1].Term && ps[i].Now.Equal(ps[i-1].Now) {
+			continue
+		}
+		if err := fence(ctx, tx, ps[i].Term, ps[i].Now); err != nil {
+			return err
+		}
+	}
+	return nil
+}

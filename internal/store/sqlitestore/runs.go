@@ -184,6 +184,9 @@ func (s *Store) RunExpire(ctx context.Context, p store.RunExpireParams) (store.R
 	}
 	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		res = store.RunExpireResult{}
+		if err := fence(ctx, tx, p.Term, p.Now); err != nil {
+			return err
+		}
 		now := ms(p.Now)
 		rows, err := tx.QueryContext(ctx, `SELECT id FROM runs WHERE status = 'RUNNING' AND expires_at <= ? ORDER BY expires_at, id LIMIT ?`, now, limit)
 		if err != nil {

@@ -372,6 +372,9 @@ func runNamed(ctx context.Context, tx *wtx, open []rota.ScheduleRun, id string) 
 func (s *Store) ScheduleFire(ctx context.Context, ps []store.ScheduleFireParams) ([]store.ScheduleFireResult, error) {
 	out := make([]store.ScheduleFireResult, len(ps))
 	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
+		if err := fenceFire(ctx, tx, ps); err != nil {
+			return err
+		}
 		for i := range ps {
 			r, err := fireOne(ctx, tx, &ps[i])
 			if err != nil {

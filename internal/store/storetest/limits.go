@@ -67,11 +67,11 @@ func testLimits(t *testing.T, ns newStoreFunc) {
 		c2 := f.ClaimOne("w1", f.At(sec(1)), "keep-all")
 		f.Succeed("w1", c2.RunID, f.At(sec(2)))
 
-		n, err := f.Store.TaskCleanup(f.Ctx(), f.At(sec(61)), 100)
+		n, err := f.Store.TaskCleanup(f.Ctx(), store.TaskCleanupParams{Now: f.At(sec(61)), Limit: 100})
 		if err != nil || n != 0 {
 			t.Fatalf("cleanup before retention passed: %d, %v; want 0", n, err)
 		}
-		n, err = f.Store.TaskCleanup(f.Ctx(), f.At(sec(63)), 100)
+		n, err = f.Store.TaskCleanup(f.Ctx(), store.TaskCleanupParams{Now: f.At(sec(63)), Limit: 100})
 		if err != nil || n != 1 {
 			t.Fatalf("cleanup after retention: %d, %v; want 1", n, err)
 		}

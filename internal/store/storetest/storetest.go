@@ -71,6 +71,7 @@ func Run(t *testing.T, newStore func(tb testing.TB) store.Store) {
 		{"Stats", testStats},
 		{"Concurrency", testConcurrency},
 		{"Cluster", testCluster},
+		{"Fencing", testFencing},
 		{"Protocol", testProtocol},
 		{"Limits", testLimits},
 		{"ScheduleCRUD", testScheduleCRUD},
