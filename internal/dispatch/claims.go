@@ -1,0 +1,111 @@
+package dispatch
+
+import (
+	"context"
+	"time"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+)
+
+// ClaimRequest is a worker's request for work.
+type ClaimRequest struct {
+	WorkerID string
+	Address  string
+	Kinds    []string
+	Max      int
+	Wait     time.Duration // long-poll up to this long (capped at MaxWait)
+	// PinnedOnly claims only tasks pinned to WorkerID (see
+	// store.TaskClaimParams.PinnedOnly): Rota's HTTP executor claims so.
+	// Such a claim is woken by changes that may concern pinned tasks, not
+	// by the submission of unpinned ones, whose wake-ups go to the workers
+	// that can take them.
+	PinnedOnly bool
+}
+
+// Claim hands out up to r.Max tasks, waiting up to r.Wait for some to become
+// claimable. It returns as soon as it has at least one, when the worker must
+// drain, when the wait ends, when ctx ends or when the dispatcher stops
+// (those last three with an empty result and no error).
+func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaimResult, error) {
+	select {
+	case <-d.quit:
+		// Stopping: grant no more leases.
+		return store.TaskClaimResult{}, nil
+	default:
+	}
+	wait := min(r.Wait, d.cfg.MaxWait)
+	c := d.cfg.Clock
+	end := c.Now().Add(wait)
+	var w *waiter
+	if wait > 0 {
+		w = d.waiters.register(r.Kinds, r.PinnedOnly)
+		defer d.waiters.unregister(w)
+	}
+	for {
+		res, err := d.cfg.Store.TaskClaim(ctx, store.TaskClaimParams{
+			WorkerID: r.WorkerID, WorkerAddress: r.Address, Kinds: r.Kinds, Max: r.Max,
+			Wait: wait, Now: c.Now(), NewRunID: d.newRunID, PinnedOnly: r.PinnedOnly,
+		})
+		if err != nil || len(res.Runs) > 0 || res.Drain || wait <= 0 {
+			d.emitClaimed(r.WorkerID, res.Runs)
+			if len(res.Runs) > 0 && ctx.Err() != nil {
+				// The caller went away (a long-poll whose client hung up,
+				// a node shutting down) while the claim committed: nobody
+				// will run these. Hand them back now rather than let them
+				// sit RUNNING until their lease lapses.
+				d.releaseAbandoned(context.WithoutCancel(ctx), r.WorkerID, res.Runs)
+				return store.TaskClaimResult{}, nil
+			}
+			return res, err
+		}
+		left := end.Sub(c.Now())
+		if left <= 0 {
+			return res, nil
+		}
+		sleep := min(left, d.cfg.SafetyPoll)
+		if !res.RateLimitedUntil.IsZero() {
+			// Work waits for a rate token: look again when one is due.
+			sleep = min(sleep, max(res.RateLimitedUntil.Sub(c.Now()), time.Millisecond))
+		}
+		t := c.NewTimer(sleep)
+		select {
+		case <-w.wake:
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return store.TaskClaimResult{}, nil
+		case <-d.quit:
+			t.Stop()
+			return store.TaskClaimResult{}, nil
+		}
+		t.Stop()
+	}
+}
+
+// releaseAbandoned releases runs granted to a claim whose caller is gone:
+// they end CANCELED, cost no attempt, and their tasks are claimable again.
+func (d *Dispatcher) releaseAbandoned(ctx context.Context, worker string, runs []rota.ClaimedRun) {
+	ps := make([]store.RunCompleteParams, len(runs))
+	for i, run := range runs {
+		ps[i] = store.RunCompleteParams{RunID: run.RunID, WorkerID: worker, Release: true,
+			Message: "released: the claim's caller went away before it got the task"}
+	}
+	_, errs := d.CompleteMany(ctx, ps)
+	for i, err := range errs {
+		if err != nil {
+			// Its lease will lapse and the reaper will take it back.
+			d.cfg.Logger.Warn("dispatch: release an abandoned claim", "run", runs[i].RunID, "err", err)
+		}
+	}
+}
+
+// Notify wakes up to n waiters of kind (all of them when n < 0). A count
+// n ≥ 0 stands for n unpinned tasks, which any worker may take: it wakes
+// only waiters that can take them, never a PinnedOnly claim. A change that
+// may concern pinned tasks must pass n < 0.
+func (d *Dispatcher) Notify(kind string, n int) { d.waiters.notify(kind, n, false) }
+
+// Waiting returns how many claims wait for work of kind (tests and
+// metrics use it).
+func (d *Dispatcher) Waiting(kind string) int { return d.waiters.count(kind) }

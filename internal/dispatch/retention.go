@@ -1,0 +1,128 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/rotahq/rota/internal/clock"
+	"github.com/rotahq/rota/internal/store"
+)
+
+// Defaults of RetentionConfig.
+const (
+	DefaultCleanupInterval = time.Minute
+	DefaultCleanupBatch    = 1000
+)
+
+// RetentionStore is what the retention cleanup asks of the store.
+type RetentionStore interface {
+	// TaskCleanup: see store.Store.
+	TaskCleanup(ctx context.Context, p store.TaskCleanupParams) (int, error)
+}
+
+// RetentionConfig configures a Retention. Zero values mean the defaults.
+type RetentionConfig struct {
+	Store  RetentionStore // required
+	Clock  clock.Clock    // default clock.Real
+	Logger *slog.Logger   // default slog.Default()
+	// Interval is how often the leader deletes finished tasks past their
+	// kind's retention (default DefaultCleanupInterval).
+	Interval time.Duration
+	// BatchSize is how many tasks one TaskCleanup call deletes at most
+	// (default DefaultCleanupBatch); a round calls again while batches are
+	// full.
+	BatchSize int
+	// LeaderPoll is how often the loop looks whether a round is due and
+	// this node leads (default DefaultReapInterval): a new leader cleans up
+	// within it.
+	LeaderPoll time.Duration
+	// Leader: as ReaperConfig.Leader. Nil: always leads, unfenced.
+	Leader LeaderFunc
+}
+
+// Retention is the retention cleanup, a leader duty: every Interval it
+// deletes finished tasks past their kind's RetentionSeconds, in batches.
+type Retention struct {
+	service
+	cfg RetentionConfig // immutable after NewRetention
+}
+
+// NewRetention returns a Retention; Start runs it.
+func NewRetention(cfg RetentionConfig) (*Retention, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("dispatch: retention: nil store")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultCleanupInterval
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = DefaultCleanupBatch
+	}
+	if cfg.LeaderPoll <= 0 {
+		cfg.LeaderPoll = DefaultReapInterval
+	}
+	if cfg.Leader == nil {
+		cfg.Leader = func() (int64, bool) { return 0, true }
+	}
+	return &Retention{service: service{name: "retention"}, cfg: cfg}, nil
+}
+
+// Start runs the cleanup in the background until ctx ends or Stop; the
+// first round runs at once if this node leads.
+func (r *Retention) Start(ctx context.Context) error { return r.start(ctx, r.loop) }
+
+// Stop stops the cleanup and waits for it. It is idempotent.
+func (r *Retention) Stop() { r.stop() }
+
+func (r *Retention) loop(ctx context.Context) {
+	c := r.cfg.Clock
+	next := c.Now()
+	for {
+		if _, leading := r.cfg.Leader(); leading {
+			if now := c.Now(); !now.Before(next) {
+				r.runOnce(ctx)
+				next = now.Add(r.cfg.Interval)
+			}
+		}
+		if !sleep(ctx, c, r.cfg.LeaderPoll, nil) {
+			return
+		}
+	}
+}
+
+// runOnce deletes finished tasks past their retention, in batches, under
+// the leadership's term, and returns how many it deleted. Like
+// Reaper.runOnce it leaves the leadership question to the loop and the
+// fencing to the store.
+func (r *Retention) runOnce(ctx context.Context) int {
+	term, _ := r.cfg.Leader()
+	total := 0
+	for {
+		n, err := r.cfg.Store.TaskCleanup(ctx, store.TaskCleanupParams{Now: r.cfg.Clock.Now(), Limit: r.cfg.BatchSize, Term: term})
+		total += n
+		switch {
+		case errors.Is(err, store.ErrFenced):
+			r.cfg.Logger.Warn("dispatch: retention cleanup refused: this node no longer leads", "term", term, "err", err)
+			return total
+		case err != nil:
+			if ctx.Err() == nil {
+				r.cfg.Logger.Error("dispatch: retention cleanup", "err", err)
+			}
+			return total
+		}
+		if n < r.cfg.BatchSize {
+			if total > 0 {
+				r.cfg.Logger.Info("dispatch: deleted finished tasks past their retention", "tasks", total)
+			}
+			return total
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+)
+
+// Submit stores tasks (one transaction) and wakes the workers that can take
+// them; delayed tasks set the due timer instead.
+func (d *Dispatcher) Submit(ctx context.Context, ps []store.TaskInsertParams) ([]store.TaskInsertResult, error) {
+	res, err := d.cfg.Store.TaskInsertMany(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
+	now := d.cfg.Clock.Now()
+	ready := map[string]int{}
+	for _, r := range res {
+		if r.Existing {
+			continue
+		}
+		t := r.Task
+		d.emit(rota.Event{Type: rota.EventTask, Kind: t.Kind, TaskID: t.ID, Status: t.Status, Time: now, RunAt: t.RunAt})
+		switch {
+		case t.RunAt.After(now):
+			d.due.Note(t.Kind, t.RunAt)
+		case len(t.WorkerIDs) > 0:
+			ready[t.Kind] = -1
+		case ready[t.Kind] >= 0:
+			ready[t.Kind] += t.Workers
+		}
+	}
+	for k, n := range ready {
+		d.Notify(k, n)
+	}
+	return res, nil
+}
+
+// Complete records a worker's report on its run.
+func (d *Dispatcher) Complete(ctx context.Context, p store.RunCompleteParams) (*rota.Task, error) {
+	p.Now = d.cfg.Clock.Now()
+	p.Backoff = d.backoff.Delay
+	t, err := d.cfg.Store.RunComplete(ctx, p)
+	if err != nil {
+		d.afterExpiry(ctx, err)
+		return nil, err
+	}
+	for _, r := range t.Runs {
+		if r.ID == p.RunID {
+			d.emit(rota.Event{Type: rota.EventRun, Kind: t.Kind, TaskID: t.ID, RunID: r.ID, WorkerID: r.WorkerID,
+				Status: r.Status, Attempt: r.Attempt, Message: r.Message, Time: p.Now})
+		}
+	}
+	d.emitTask(t, p.Now)
+	d.afterChange(t)
+	return t, nil
+}
+
+// completeManyConcurrency bounds the reports of one CompleteMany in flight
+// at once: enough to fill the stores' group commits (pgstore groups up to
+// 500 reports, sqlitestore 256 by default), few enough that a huge slice
+// does not start a goroutine per report.
+const completeManyConcurrency = 512
+
+// CompleteMany reports many runs at once. Each report is Complete with its
+// params (same store call, events and wake-ups), and the reports run
+// concurrently, so that the store's group commit settles them together
+// (pgstore and sqlitestore each commit concurrent RunComplete calls in one
+// transaction) instead of paying one commit per run. tasks[i] and errs[i]
+// answer ps[i], with exactly one of them non-nil; one report's failure
+// (rota.ErrLeaseLost, rota.ErrNotFound, ...) does not affect the others.
+// ps should name each run once: two reports of one run race, and which
+// wins is unspecified.
+func (d *Dispatcher) CompleteMany(ctx context.Context, ps []store.RunCompleteParams) (tasks []*rota.Task, errs []error) {
+	tasks = make([]*rota.Task, len(ps))
+	errs = make([]error, len(ps))
+	if len(ps) == 1 {
+		tasks[0], errs[0] = d.Complete(ctx, ps[0])
+		return tasks, errs
+	}
+	var (
+		next atomic.Int64 // the index of the next report to send
+		wg   sync.WaitGroup
+	)
+	for range min(len(ps), completeManyConcurrency) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(ps) {
+					return
+				}
+				tasks[i], errs[i] = d.Complete(ctx, ps[i])
+			}
+		})
+	}
+	wg.Wait()
+	return tasks, errs
+}
+
+// Heartbeat renews a run's lease.
+func (d *Dispatcher) Heartbeat(ctx context.Context, runID, workerID, message string) (store.RunHeartbeatResult, error) {
+	res, err := d.cfg.Store.RunHeartbeat(ctx, store.RunHeartbeatParams{RunID: runID, WorkerID: workerID, Message: message, Now: d.cfg.Clock.Now()})
+	d.afterExpiry(ctx, err)
+	return res, err
+}
+
+// afterExpiry wakes the workers of a run that a late heartbeat or report
+// expired on the spot: its task may be claimable again, and the reaper will
+// not see it.
+//
+// The follow-up outlives the request: it runs even when ctx (the report's)
+// has ended, since the expiry is committed either way.
+func (d *Dispatcher) afterExpiry(ctx context.Context, err error) {
+	var ee *store.ExpiredError
+	if errors.As(err, &ee) {
+		ctx = context.WithoutCancel(ctx)
+		d.emitTaskByID(ctx, ee.TaskID)
+		d.Notify(ee.Kind, -1)
+		d.due.Refresh(ctx, ee.Kind)
+	}
+}
+
+// StopTask stops a task.
+func (d *Dispatcher) StopTask(ctx context.Context, id, message string) (*rota.Task, error) {
+	now := d.cfg.Clock.Now()
+	t, err := d.cfg.Store.TaskStop(ctx, store.TaskStopParams{ID: id, Message: message, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	d.beats.wakeRuns(t)
+	d.emitTask(t, now)
+	return t, nil
+}
+
+// Update changes a task's options; a new priority or worker list can make
+// it claimable by someone new.
+func (d *Dispatcher) Update(ctx context.Context, p store.TaskUpdateParams) (*rota.Task, error) {
+	p.Now = d.cfg.Clock.Now()
+	t, err := d.cfg.Store.TaskUpdate(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	d.beats.wakeRuns(t) // a run's worker may no longer be allowed, or its lease changed
+	d.emitTask(t, p.Now)
+	d.Notify(t.Kind, -1)
+	return t, nil
+}
+
+// StopWorker asks a worker to drain and wakes its waiting claim so that it
+// learns at once (the dispatcher cannot wake one worker, so the waiters of
+// its kinds look again and go back to waiting).
+func (d *Dispatcher) StopWorker(ctx context.Context, id string) (*rota.Worker, error) {
+	now := d.cfg.Clock.Now()
+	w, err := d.cfg.Store.WorkerStop(ctx, id, now)
+	if err != nil {
+		return nil, err
+	}
+	d.emit(rota.Event{Type: rota.EventWorker, WorkerID: w.ID, Message: "stop requested", Time: now})
+	d.beats.wakeWorker(w.ID)
+	for _, k := range w.Kinds {
+		d.Notify(k, -1)
+	}
+	return w, nil
+}
+
+// KindUpsert changes a kind's settings; resuming it wakes its workers.
+func (d *Dispatcher) KindUpsert(ctx context.Context, p store.KindUpsertParams) (*rota.Kind, error) {
+	k, err := d.cfg.Store.KindUpsert(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	msg := "updated"
+	switch {
+	case p.Paused != nil && *p.Paused:
+		msg = "paused"
+	case p.Paused != nil:
+		msg = "resumed"
+	}
+	d.emit(rota.Event{Type: rota.EventKind, Kind: k.Name, Message: msg, Time: d.cfg.Clock.Now()})
+	d.Notify(k.Name, -1)
+	return k, nil
+}
+
+// afterChange wakes or schedules workers for a task that may have become
+// claimable.
+func (d *Dispatcher) afterChange(t *rota.Task) {
+	if t == nil || t.Status.Terminal() {
+		return
+	}
+	if t.RunAt.After(d.cfg.Clock.Now()) {
+		d.due.Note(t.Kind, t.RunAt)
+		return
+	}
+	d.Notify(t.Kind, -1)
+}
