@@ -79,6 +79,10 @@ type EngineConfig struct {
 	// run failed n times (failure_action RETRY); default 1s·2^(n−1),
 	// at most 5 minutes.
 	RetryBackoff func(n int) time.Duration
+	// Term returns the fencing term of this node's leadership (see
+	// store.CheckFence), which every fire batch carries: the store refuses
+	// the batches of a deposed leader. Nil: 0, unfenced.
+	Term func() int64
 }
 
 // Engine fires schedules. It runs on the leader only (SetLeader): it loads
@@ -213,12 +217,13 @@ func (e *Engine) wake() {
 	}
 }
 
-// Start runs the engine's loop in the background until Stop.
+// Start runs the engine's loop in the background until Stop or until ctx
+// ends.
 func (e *Engine) Start(ctx context.Context) error {
 	if e.started.Swap(true) {
 		return errors.New("schedule: engine already started")
 	}
-	go e.loop()
+	go e.loop(ctx)
 	return nil
 }
 
@@ -232,12 +237,16 @@ func (e *Engine) Stop() {
 	e.posts.Wait()
 }
 
-func (e *Engine) loop() {
+func (e *Engine) loop(ctx context.Context) {
 	defer close(e.done)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	go func() {
-		<-e.quit
-		cancel()
+		select {
+		case <-e.quit:
+			cancel()
+		case <-ctx.Done():
+		}
 	}()
 	c := e.cfg.Clock
 	for {
@@ -251,6 +260,9 @@ func (e *Engine) loop() {
 		case <-t.C():
 		case <-e.kick:
 		case <-e.quit:
+			t.Stop()
+			return
+		case <-ctx.Done():
 			t.Stop()
 			return
 		}
@@ -576,6 +588,10 @@ func (e *Engine) fire(ctx context.Context, due []*entry, now, at time.Time) erro
 	items := make([]*fireItem, len(due))
 	params := make([]store.ScheduleFireParams, len(due))
 	keep := e.cfg.MaxCatchUp + e.cfg.MaxMisfireRecords
+	var term int64
+	if e.cfg.Term != nil {
+		term = e.cfg.Term()
+	}
 	for i, ent := range due {
 		it := &fireItem{ent: ent}
 		if ent.c.cron != nil && !ent.next.IsZero() && !ent.next.After(at) {
@@ -583,7 +599,7 @@ func (e *Engine) fire(ctx context.Context, due []*entry, now, at time.Time) erro
 		}
 		items[i] = it
 		params[i] = store.ScheduleFireParams{
-			ID: ent.s.ID, Version: ent.s.Version, Now: now,
+			ID: ent.s.ID, Version: ent.s.Version, Now: now, Term: term,
 			Decide: func(st store.ScheduleRunState) (store.ScheduleDecision, error) {
 				dec, err := e.decide(it, st, at)
 				if at.After(now) {

@@ -98,8 +98,9 @@ type HTTPExecutor struct {
 	done    chan struct{}
 	started atomic.Bool
 	stop    sync.Once
-	ctx     context.Context // canceled by Stop
+	ctx     context.Context // canceled by Stop, or when Start's context ends
 	abort   context.CancelFunc
+	unhook  func() bool // set by Start: detaches halt from Start's context
 
 	mu      sync.Mutex // guards kinds and kindsAt
 	kinds   []string
@@ -143,24 +144,32 @@ func NewHTTPExecutor(cfg HTTPExecutorConfig) (*HTTPExecutor, error) {
 	}, nil
 }
 
-// Start claims and runs target runs in the background until Stop.
-func (x *HTTPExecutor) Start(context.Context) error {
+// Start claims and runs target runs in the background until Stop or until
+// ctx ends (which stops it as Stop does, without waiting).
+func (x *HTTPExecutor) Start(ctx context.Context) error {
 	if x.started.Swap(true) {
 		return errors.New("schedule: HTTP executor already started")
 	}
+	x.unhook = context.AfterFunc(ctx, x.halt)
 	go x.loop()
 	return nil
+}
+
+// halt stops claiming and cancels the requests in flight, once.
+func (x *HTTPExecutor) halt() {
+	x.stop.Do(func() {
+		close(x.quit)
+		x.abort()
+	})
 }
 
 // Stop stops claiming, cancels the requests in flight (their runs end
 // CANCELED or are taken over when their lease lapses) and waits for them.
 // It is idempotent.
 func (x *HTTPExecutor) Stop() {
-	x.stop.Do(func() {
-		close(x.quit)
-		x.abort()
-	})
+	x.halt()
 	if x.started.Load() {
+		x.unhook()
 		<-x.done
 	}
 	x.wg.Wait()

@@ -17,11 +17,13 @@ type scheduling struct {
 
 // initSchedules creates the engine and the executor over the server's
 // store and dispatcher, with the server's clock, logger and schedule
-// metrics, and hooks the engine to leadership changes. Call it from
-// compose once s.member is set.
+// metrics, and hooks the engine to leadership changes (its fire batches
+// carry the elector's term). Call it from compose once s.elector and
+// s.disp are set.
 func (s *Server) initSchedules() (*scheduling, error) {
 	eng, err := schedule.NewEngine(schedule.EngineConfig{
 		Store: s.store, Dispatcher: s.disp, Clock: s.cfg.Clock, Logger: s.cfg.Logger, Metrics: s.sched,
+		Term: s.fencingTerm,
 	})
 	if err != nil {
 		return nil, err
@@ -33,8 +35,16 @@ func (s *Server) initSchedules() (*scheduling, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.member.OnLeaderChange(eng.SetLeader)
+	s.elector.OnChange(eng.SetLeader)
 	return &scheduling{engine: eng, exec: exec}, nil
+}
+
+// changed tells the engine that a schedule changed on this node (the API's
+// ScheduleChanged).
+func (sc *scheduling) changed(id string) {
+	if sc != nil {
+		sc.engine.Changed(id)
+	}
 }
 
 // start starts the engine's loop and the executor. Call it from Start

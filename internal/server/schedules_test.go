@@ -51,7 +51,7 @@ func TestSchedulingFiresOnLeader(t *testing.T) {
 	if err := sch.start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s.member.once(ctx) // leader now: the hook tells the engine
+	// s.Start elected this node: the hook told both engines they lead.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		res, err := st.ScheduleRuns(ctx, store.ScheduleRunsParams{ScheduleID: sc.ID})

@@ -24,6 +24,7 @@ import (
 	"github.com/rotahq/rota/internal/dispatch"
 	"github.com/rotahq/rota/internal/events"
 	"github.com/rotahq/rota/internal/httpapi"
+	"github.com/rotahq/rota/internal/leadership"
 	"github.com/rotahq/rota/internal/metrics"
 	"github.com/rotahq/rota/internal/netguard"
 	"github.com/rotahq/rota/internal/store"
@@ -75,8 +76,11 @@ type Config struct {
 	// CIDRs, addresses, address:port, host names or host:port (see
 	// netguard.Config.Allow). Empty: nothing more.
 	TargetAllow []string
-	Logger      *slog.Logger
-	Clock       clock.Clock
+	// Version is the version this node reports (GET /api/healthz, GET
+	// /api/cluster, the UI); default buildinfo.Get().Version.
+	Version string
+	Logger  *slog.Logger
+	Clock   clock.Clock
 }
 
 // Server is a running Rota node.
@@ -94,12 +98,11 @@ type Server struct {
 	sched *metrics.Metrics // the schedule engine's metrics
 	mux   *http.ServeMux
 
+	queue *metrics.Queue   // the queue metrics, fed by the dispatcher's events
+
 	schedules *scheduling // the cron engine and HTTP executor; nil without store support
 
-	member    *membership
-	started   time.Time
-	stopLoops context.CancelFunc
-	loopsDone chan struct{}
+	elector *leadership.Elector // cluster membership and leader election
 }
 
 // New opens the store and wires the components; Start serves.
@@ -123,7 +126,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.NodeID = defaultNodeID()
 	}
 	if cfg.LeaderLease <= 0 {
-		cfg.LeaderLease = 5 * time.Second
+		cfg.LeaderLease = leadership.DefaultTTL
+	}
+	if cfg.Version == "" {
+		cfg.Version = buildinfo.Get().Version
 	}
 	st, err := openStore(ctx, cfg)
 	if err != nil {
@@ -137,98 +143,118 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// compose wires the components over an open store.
+// compose wires the components over an open store, in order: the server
+// shell, telemetry (events and metrics), cluster membership, the
+// dispatcher, the schedule engine and executor, and the HTTP handlers.
 func compose(cfg Config, st store.Store) (*Server, error) {
-	// Events: one per task or run state change, to the live stream (UI,
-	// SDK Subscribe) and to the metrics.
-	hub, err := events.New(events.Config{Now: cfg.Clock.Now})
-	if err != nil {
+	s := &Server{cfg: cfg, store: st, errc: make(chan error, 1)}
+	var err error
+	if s.guard, err = netguard.New(netguard.Config{Allow: cfg.TargetAllow}); err != nil {
+		return nil, fmt.Errorf("target allow list: %w", err)
+	}
+	if err = s.initTelemetry(); err != nil {
 		return nil, err
+	}
+	if s.elector, err = s.newElector(st); err != nil {
+		return nil, err
+	}
+	if err = s.initDispatcher(); err != nil {
+		return nil, err
+	}
+	if s.schedules, err = s.initSchedules(); err != nil {
+		return nil, err
+	}
+	if err = s.initHTTP(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// initTelemetry creates the event hub (one event per task or run state
+// change, to the live stream: UI, SDK Subscribe) and the metrics registry
+// with the schedule and queue metrics.
+func (s *Server) initTelemetry() error {
+	hub, err := events.New(events.Config{Now: s.cfg.Clock.Now})
+	if err != nil {
+		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	schedMetrics, err := metrics.New(reg)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	queue, err := metrics.NewQueue(reg, st, cfg.Clock.Now)
+	queue, err := metrics.NewQueue(reg, s.store, s.cfg.Clock.Now)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	guard, err := netguard.New(netguard.Config{Allow: cfg.TargetAllow})
-	if err != nil {
-		return nil, fmt.Errorf("target allow list: %w", err)
-	}
-	member := &membership{ttl: cfg.LeaderLease, tick: cfg.LeaderLease / 4}
+	s.hub, s.reg, s.sched, s.queue = hub, reg, schedMetrics, queue
+	return nil
+}
+
+// initDispatcher creates the dispatcher, whose leader duties follow the
+// elector (and carry its term) and whose events go to the hub and the
+// queue metrics. It starts as a follower: the first election round runs in
+// Start.
+func (s *Server) initDispatcher() error {
 	disp, err := dispatch.New(dispatch.Config{
-		Store: st, Clock: cfg.Clock, Logger: cfg.Logger, IDs: &rota.IDGenerator{},
-		BackoffBase: cfg.RetryBackoff, ReapInterval: cfg.ReapInterval,
-		Leader: func() bool { l, _ := member.IsLeader(); return l },
-		Events: func(ev rota.Event) { hub.Publish(ev); queue.Observe(ev) },
+		Store: s.store, Clock: s.cfg.Clock, Logger: s.cfg.Logger, IDs: &rota.IDGenerator{},
+		BackoffBase: s.cfg.RetryBackoff, ReapInterval: s.cfg.ReapInterval,
+		Leader: s.elector.Leading,
+		Events: func(ev rota.Event) { s.hub.Publish(ev); s.queue.Observe(ev) },
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var schedChanged func(id string) // the engine's, set below
+	disp.SetLeader(false)
+	s.elector.OnChange(disp.SetLeader)
+	s.disp = disp
+	return nil
+}
+
+// initHTTP mounts the API, the event stream, the metrics and the UI behind
+// the authenticator, and creates the HTTP server.
+func (s *Server) initHTTP() error {
+	cfg := s.cfg
 	api, err := httpapi.New(httpapi.Config{
-		Store: st, Dispatcher: disp, Clock: cfg.Clock, Logger: cfg.Logger,
-		MaxPayload: cfg.MaxPayload, Version: buildinfo.Get().Version, NodeID: cfg.NodeID,
-		// The engine exists once compose returns, before any request.
-		ScheduleChanged: func(id string) { schedChanged(id) },
-		TargetGuard:     guard,
+		Store: s.store, Dispatcher: s.disp, Clock: cfg.Clock, Logger: cfg.Logger,
+		MaxPayload: cfg.MaxPayload, Version: cfg.Version, NodeID: cfg.NodeID,
+		ScheduleChanged: s.schedules.changed,
+		TargetGuard:     s.guard,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	auth := httpapi.NewAuthenticator(cfg.AuthToken)
-	uiCfg := ui.Config{Version: buildinfo.Get().Version, Logger: cfg.Logger, CookieName: httpapi.AuthCookie}
+	uiCfg := ui.Config{Version: cfg.Version, Logger: cfg.Logger, CookieName: httpapi.AuthCookie}
 	if auth != nil {
 		uiCfg.CheckToken = auth.Check
 	}
 	web, err := ui.New(uiCfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/api/", auth.Require(api.Handler()))
-	mux.Handle("/api/events", auth.Require(hub.Handler()))
-	mux.Handle("/api/stats/throughput", auth.Require(hub.ThroughputHandler()))
-	mux.Handle("/metrics", auth.Require(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	mux.Handle("/api/events", auth.Require(s.hub.Handler()))
+	mux.Handle("/api/stats/throughput", auth.Require(s.hub.ThroughputHandler()))
+	mux.Handle("/metrics", auth.Require(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
 		ErrorLog:      slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	})))
 	mux.Handle("/", web.Handler())
-	s := &Server{
-		cfg:   cfg,
-		store: st,
-		disp:  disp,
-		guard: guard,
-		hub:   hub,
-		reg:   reg,
-		sched: schedMetrics,
-		mux:   mux,
-		http: &http.Server{
-			// Cross-origin protection: unsafe requests from other sites
-			// (Sec-Fetch-Site / Origin) are refused, so a page elsewhere
-			// cannot drive the API through a logged-in browser.
-			Handler:           crossOriginProtection().Handler(mux),
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
-		},
-		errc: make(chan error, 1),
+	s.mux = mux
+	s.http = &http.Server{
+		// Cross-origin protection: unsafe requests from other sites
+		// (Sec-Fetch-Site / Origin) are refused, so a page elsewhere
+		// cannot drive the API through a logged-in browser.
+		Handler:           crossOriginProtection().Handler(mux),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	// Open event streams end at shutdown, so that it is not held up.
-	s.http.RegisterOnShutdown(hub.Close)
-	member.srv = s
-	s.member = member
-	// Followers until elected: the first election round runs in Start.
-	disp.SetLeader(false)
-	s.member.OnLeaderChange(disp.SetLeader)
-	if s.schedules, err = s.initSchedules(); err != nil {
-		return nil, err
-	}
-	schedChanged = s.schedules.engine.Changed
-	return s, nil
+	s.http.RegisterOnShutdown(s.hub.Close)
+	return nil
 }
 
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {
@@ -260,16 +286,14 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	s.ln = ln
-	s.started = s.cfg.Clock.Now()
 	// Join the cluster (and, alone, become its leader) before serving, so
 	// that the duties run from the first request on.
-	s.member.once(ctx)
-	lctx, cancel := context.WithCancel(context.Background())
-	s.stopLoops, s.loopsDone = cancel, make(chan struct{})
-	go func() {
-		defer close(s.loopsDone)
-		s.member.run(lctx)
-	}()
+	if err := s.elector.Start(ctx); err != nil {
+		ln.Close()
+		s.schedules.stop()
+		s.disp.Stop()
+		return err
+	}
 	go func() {
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.errc <- err
@@ -278,7 +302,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}()
 	bi := buildinfo.Get()
 	s.cfg.Logger.Info("rota server started", "addr", s.Addr(), "store", s.describeStore(),
-		"version", bi.Version, "commit", bi.Commit, "build_date", bi.BuildDate, "go_version", bi.GoVersion)
+		"version", s.cfg.Version, "commit", bi.Commit, "build_date", bi.BuildDate, "go_version", bi.GoVersion)
 	return nil
 }
 
@@ -308,8 +332,8 @@ func (s *Server) NodeID() string { return s.cfg.NodeID }
 
 // IsLeader reports whether this node leads the cluster now.
 func (s *Server) IsLeader() bool {
-	l, _ := s.member.IsLeader()
-	return l
+	_, leading := s.elector.Leading()
+	return leading
 }
 
 // Addr is the address the server listens on (after Start).
@@ -322,11 +346,7 @@ func (s *Server) Err() <-chan error { return s.errc }
 // empty), finish in-flight requests, stop the background loops, close the
 // store. ctx bounds the wait for in-flight requests.
 func (s *Server) Stop(ctx context.Context) error {
-	if s.stopLoops != nil {
-		s.stopLoops()
-		<-s.loopsDone
-		s.member.resign(ctx)
-	}
+	s.elector.Stop(ctx) // resigns: the duties stop here first
 	s.schedules.stop()
 	s.disp.Stop()
 	err := s.http.Shutdown(ctx)

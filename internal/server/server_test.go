@@ -7,7 +7,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
+
+// TestMain fails the package if a test leaves a goroutine behind: Stop
+// must end every loop the server started.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 func TestSingleNodeIsLeaderAndListed(t *testing.T) {
 	t.Parallel()
@@ -34,6 +42,7 @@ func TestSingleNodeIsLeaderAndListed(t *testing.T) {
 			Nodes []struct {
 				NodeID        string `json:"node_id"`
 				Address       string `json:"address"`
+				Version       string `json:"version"`
 				Leader        bool   `json:"leader"`
 				LastHeartbeat int64  `json:"last_heartbeat"`
 			} `json:"nodes"`
@@ -46,8 +55,8 @@ func TestSingleNodeIsLeaderAndListed(t *testing.T) {
 		t.Fatalf("cluster = %+v, want one node", env)
 	}
 	n := env.Data.Nodes[0]
-	if n.NodeID != "solo" || !n.Leader || n.Address != s.Addr() || time.Since(time.Unix(n.LastHeartbeat, 0)) > time.Minute {
-		t.Fatalf("node = %+v, want solo, leader, at %s, recently seen", n, s.Addr())
+	if n.NodeID != "solo" || !n.Leader || n.Address != s.Addr() || n.Version != Version || time.Since(time.Unix(n.LastHeartbeat, 0)) > time.Minute {
+		t.Fatalf("node = %+v, want solo, leader, at %s, version %s, recently seen", n, s.Addr(), Version)
 	}
 }
 
@@ -156,5 +165,52 @@ func TestCrossSiteRequestRefusedWithEnvelope(t *testing.T) {
 	resp2.Body.Close()
 	if resp2.StatusCode != 200 {
 		t.Fatalf("plain POST: %d, want 200", resp2.StatusCode)
+	}
+}
+
+// Each node reports the version it was configured with.
+func TestClusterShowsConfiguredVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := New(ctx, Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), NodeID: "v", Version: "9.8.7-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(ctx)
+	nodes, err := s.store.NodeList(ctx, time.Now(), time.Minute)
+	if err != nil || len(nodes) != 1 || nodes[0].Version != "9.8.7-test" {
+		t.Fatalf("nodes = %+v, %v; want one at version 9.8.7-test", nodes, err)
+	}
+}
+
+// Stopping never hangs: not after the context given to Start ended (the
+// loops already stopped with it), and not twice.
+func TestStopAfterStartContextEnded(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := New(ctx, Config{Listen: "127.0.0.1:0", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	stopped := make(chan error, 1)
+	go func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		stopped <- s.Stop(sctx)
+	}()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Stop hangs after the start context ended")
 	}
 }
