@@ -52,13 +52,13 @@ and closes the store; a second signal stops it at once.`,
 				return err
 			}
 			if err := srv.Start(ctx); err != nil {
-				srv.Stop(context.Background())
+				srv.Stop(context.WithoutCancel(ctx))
 				return err
 			}
 			if debug != "" {
 				stop, err := serveDebug(debug, logger.Error)
 				if err != nil {
-					srv.Stop(context.Background())
+					srv.Stop(context.WithoutCancel(ctx))
 					return err
 				}
 				defer stop()
@@ -70,7 +70,7 @@ and closes the store; a second signal stops it at once.`,
 				logger.Info("shutting down")
 			case serveErr = <-srv.Err():
 			}
-			sctx, cancel := context.WithTimeout(context.Background(), grace)
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 			defer cancel()
 			if err := srv.Stop(sctx); err != nil && serveErr == nil {
 				serveErr = err

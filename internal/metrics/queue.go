@@ -181,6 +181,8 @@ func (q *Queue) Describe(ch chan<- *prometheus.Desc) {
 // read is reported as an invalid metric (the handler logs it and serves the
 // rest).
 func (q *Queue) Collect(ch chan<- prometheus.Metric) {
+	// prometheus.Collector passes no context: a scrape is bounded by its
+	// timeout instead (it is no background loop).
 	ctx, cancel := context.WithTimeout(context.Background(), queueScrapeTimeout)
 	defer cancel()
 	now := q.now()

@@ -98,7 +98,7 @@ type Server struct {
 	sched *metrics.Metrics // the schedule engine's metrics
 	mux   *http.ServeMux
 
-	queue *metrics.Queue   // the queue metrics, fed by the dispatcher's events
+	queue *metrics.Queue // the queue metrics, fed by the dispatcher's events
 
 	schedules *scheduling // the cron engine and HTTP executor; nil without store support
 

@@ -52,7 +52,7 @@ func (s *Store) analyzer() {
 		case <-s.closed:
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(s.life, time.Minute)
 		if _, err := s.analyzeYoung(ctx); err != nil && !s.isClosed() {
 			s.log.Warn("pgstore: analyze young tables", "err", err)
 		}

@@ -245,7 +245,9 @@ func (w *workload) run(steps int) {
 			w.both("kind upsert", func(st store.Store, _ func() string) (any, error) { return st.KindUpsert(ctx, p) })
 		case r < 91 && w.rng.IntN(3) == 0: // retention
 			limit := 1 + w.rng.IntN(4)
-			w.both("cleanup", func(st store.Store, _ func() string) (any, error) { return st.TaskCleanup(ctx, store.TaskCleanupParams{Now: now, Limit: limit}) })
+			w.both("cleanup", func(st store.Store, _ func() string) (any, error) {
+				return st.TaskCleanup(ctx, store.TaskCleanupParams{Now: now, Limit: limit})
+			})
 		case r < 92: // drain a worker (only w4: the others keep working)
 			id := w.pick([]string{"w4", "w5"})
 			w.both("worker stop", func(st store.Store, _ func() string) (any, error) { return st.WorkerStop(ctx, id, now) })

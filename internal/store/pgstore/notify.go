@@ -229,14 +229,16 @@ func (s *Store) notifier() {
 		select {
 		case <-s.noteWake:
 		case <-s.closed:
-			ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+			// The store's life has ended: the last send gets a bounded
+			// context of its own.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(s.life), pingTimeout)
 			defer cancel()
 			if err := s.sendPending(ctx); err != nil {
 				s.log.Warn("pgstore: notifications lost at close", "err", err)
 			}
 			return
 		}
-		if err := s.sendPending(context.Background()); err != nil {
+		if err := s.sendPending(s.life); err != nil {
 			s.log.Warn("pgstore: send notifications; retrying", "err", err, "in", backoff)
 			select {
 			case <-time.After(backoff):

@@ -158,6 +158,11 @@ type Store struct {
 	log      *slog.Logger
 	closed   chan struct{} // closed by Close
 	closeOne sync.Once
+	// life bounds the store's own loops (notifier, analyzer): New's
+	// context without its cancellation (that context bounds the opening
+	// only), canceled by Close, so that Close never waits on a stuck query.
+	life    context.Context
+	endLife context.CancelFunc
 
 	// Notifications waiting for the notifier (notify.go).
 	noteMu   sync.Mutex
@@ -214,7 +219,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open pool: %w", err)
 	}
+	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Store{
+		life:     life,
+		endLife:  endLife,
 		cfg:      cfg,
 		pool:     pool,
 		connCfg:  pcfg.ConnConfig.Copy(),
@@ -229,6 +237,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		analyzerDone: make(chan struct{}),
 	}
 	if err := s.migrate(ctx); err != nil {
+		endLife()
 		pool.Close()
 		return nil, err
 	}
@@ -320,6 +329,7 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	s.closeOne.Do(func() {
 		close(s.closed)
+		s.endLife() // the notifier's last send has a context of its own
 		s.completersDone.Wait()
 		<-s.analyzerDone
 		<-s.noteDone

@@ -144,7 +144,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
 	}
-	go s.writer()
+	// New's context bounds the opening only: the writer keeps its values,
+	// not its cancellation, and ends at Close once it drained the queue (a
+	// queued write always runs: see write).
+	go s.writer(context.WithoutCancel(ctx))
 	return s, nil
 }
 
@@ -218,9 +221,8 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx *wtx)
 	return <-o.errc
 }
 
-func (s *Store) writer() {
+func (s *Store) writer(ctx context.Context) {
 	defer close(s.done)
-	ctx := context.Background()
 	batch := make([]*op, 0, s.cfg.MaxBatch)
 	for {
 		batch = batch[:0]
