@@ -523,7 +523,8 @@ type ScheduleStore interface {
 	// is applied. Results are in input order.
 	//
 	// Stores whose SupportsNotify is true notify the kinds of the tasks
-	// they made claimable, as TaskInsert does.
+	// they made claimable, as TaskInsert does. A leader duty: fenced by the
+	// items' Term (ErrFenced for the whole call, nothing applied).
 	ScheduleFire(ctx context.Context, ps []ScheduleFireParams) ([]ScheduleFireResult, error)
 
 	// ScheduleTrigger inserts one triggered run (fire time Now, attempt 1,
