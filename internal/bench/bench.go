@@ -129,7 +129,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		if err := srv.Start(ctx); err != nil {
 			return nil, err
 		}
-		defer srv.Stop(context.Background())
+		defer srv.Stop(context.WithoutCancel(ctx))
 		url = "http://" + srv.Addr()
 		mode := "full durability (synchronous=FULL, group commit)"
 		if cfg.Relaxed {
@@ -276,7 +276,7 @@ func (b *bench) worker(ctx context.Context, kind string, fn func(p payload, star
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
 	return func() {
-		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+		sctx, c := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer c()
 		w.Stop(sctx)
 		cancel()

@@ -137,6 +137,9 @@ func NewHTTPExecutor(cfg HTTPExecutorConfig) (*HTTPExecutor, error) {
 	if cfg.KindsRefresh <= 0 {
 		cfg.KindsRefresh = 5 * time.Second
 	}
+	// The root of the requests' contexts, for ClaimOnce and Execute called
+	// before Start too; Stop cancels it, and so does the end of the context
+	// given to Start (see halt).
 	ctx, cancel := context.WithCancel(context.Background())
 	return &HTTPExecutor{
 		cfg: cfg, client: cfg.Guard.Client(), slots: make(chan struct{}, cfg.MaxInFlight),
