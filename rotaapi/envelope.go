@@ -36,3 +36,16 @@ type Health struct {
 	// Version is the server's version; omitted when unknown.
 	Version string `json:"version,omitempty"`
 }
+
+// Version is the data of GET /api/version: which build of Rota serves the
+// request.
+type Version struct {
+	// Version is the release, a Go pseudo-version or "(devel)".
+	Version string `json:"version"`
+	// Commit is the git revision, or "unknown".
+	Commit string `json:"commit"`
+	// BuildDate is RFC 3339, or "unknown".
+	BuildDate string `json:"build_date"`
+	// GoVersion is the Go release that built it, e.g. "go1.26.8".
+	GoVersion string `json:"go_version"`
+}
