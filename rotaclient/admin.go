@@ -5,31 +5,25 @@ import (
 	"net/http"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/rotaapi"
 )
 
 // ListKinds returns every known kind with its settings, by name (GET
 // /api/kinds).
 func (c *Client) ListKinds(ctx context.Context) ([]rota.Kind, error) {
-	var out struct {
-		Kinds []kindWire `json:"kinds"`
-	}
+	var out rotaapi.KindList
 	if err := c.Do(ctx, http.MethodGet, "/api/kinds", nil, &out); err != nil {
 		return nil, err
 	}
-	ks := make([]rota.Kind, len(out.Kinds))
-	for i := range out.Kinds {
-		ks[i] = out.Kinds[i].kind()
-	}
-	return ks, nil
+	return convert(out.Kinds, kindOf), nil
 }
 
 func (c *Client) kindCall(ctx context.Context, method, path string, in any) (*rota.Kind, error) {
-	var w kindWire
+	var w rotaapi.Kind
 	if err := c.Do(ctx, method, path, in, &w); err != nil {
 		return nil, err
 	}
-	k := w.kind()
-	return &k, nil
+	return new(kindOf(&w)), nil
 }
 
 // GetKind returns one kind's settings (GET /api/kinds/{kind}); an unknown
@@ -38,19 +32,9 @@ func (c *Client) GetKind(ctx context.Context, name string) (*rota.Kind, error) {
 	return c.kindCall(ctx, http.MethodGet, "/api/kinds/"+escape(name), nil)
 }
 
-// KindSettings changes a kind's settings; nil fields keep their value.
-type KindSettings struct {
-	// PriorityFactor is f in the f²:f:1 weighted rounds of high, mid and low.
-	PriorityFactor *int `json:"priority_factor,omitempty"`
-	// Paused kinds accept tasks but hand none out.
-	Paused *bool `json:"paused,omitempty"`
-	// MaxRunning caps the kind's running runs cluster-wide; 0 means no cap.
-	MaxRunning *int `json:"max_running,omitempty"`
-	// Rate limits run starts per second; 0 means no limit.
-	Rate *float64 `json:"rate,omitempty"`
-	// RetentionSeconds deletes finished tasks older than this; 0 keeps them.
-	RetentionSeconds *int `json:"retention_seconds,omitempty"`
-}
+// KindSettings changes a kind's settings; nil fields keep their value. It
+// is the body of PUT /api/kinds/{kind}.
+type KindSettings = rotaapi.KindPutRequest
 
 // SetKind creates or changes a kind (PUT /api/kinds/{kind}) and returns its
 // new settings.
@@ -73,17 +57,11 @@ func (c *Client) ResumeKind(ctx context.Context, name string) (*rota.Kind, error
 // ListWorkers returns every worker the server has seen, with its status
 // (GET /api/workers).
 func (c *Client) ListWorkers(ctx context.Context) ([]rota.Worker, error) {
-	var out struct {
-		Workers []workerWire `json:"workers"`
-	}
+	var out workerListIn
 	if err := c.Do(ctx, http.MethodGet, "/api/workers", nil, &out); err != nil {
 		return nil, err
 	}
-	ws := make([]rota.Worker, len(out.Workers))
-	for i := range out.Workers {
-		ws[i] = out.Workers[i].worker()
-	}
-	return ws, nil
+	return convert(out.Workers, (*workerIn).worker), nil
 }
 
 // StopWorker asks a worker to drain (POST /api/workers/{id}/stop): it gets
@@ -91,34 +69,18 @@ func (c *Client) ListWorkers(ctx context.Context) ([]rota.Worker, error) {
 // finishes or hands back what it runs. It returns the worker as the server
 // now sees it; an unknown worker gives an error matching rota.ErrNotFound.
 func (c *Client) StopWorker(ctx context.Context, id string) (*rota.Worker, error) {
-	var w workerWire
+	var w workerIn
 	if err := c.Do(ctx, http.MethodPost, "/api/workers/"+escape(id)+"/stop", nil, &w); err != nil {
 		return nil, err
 	}
-	wk := w.worker()
-	return &wk, nil
+	return new(w.worker()), nil
 }
 
 // Stats is a snapshot of the queue (GET /api/stats).
-type Stats struct {
-	// Kinds are the per-kind counts, by kind name.
-	Kinds []KindStats `json:"kinds"`
-	// Totals counts every task by status.
-	Totals map[rota.Status]int `json:"totals"`
-}
+type Stats = rotaapi.Stats
 
 // KindStats are one kind's counts.
-type KindStats struct {
-	// Kind is the kind's name.
-	Kind string `json:"kind"`
-	// Counts maps each status to its number of tasks.
-	Counts map[rota.Status]int `json:"counts"`
-	// OldestWaitingSeconds is the age of the oldest task waiting to be
-	// claimed; 0 when none waits.
-	OldestWaitingSeconds float64 `json:"oldest_waiting_seconds"`
-	// Paused tells whether the kind hands out no tasks.
-	Paused bool `json:"paused"`
-}
+type KindStats = rotaapi.KindStats
 
 // Stats returns task counts by kind and status (GET /api/stats).
 func (c *Client) Stats(ctx context.Context) (*Stats, error) {

@@ -31,6 +31,7 @@ import (
 	"strings"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/rotaapi"
 )
 
 // Config configures a Client. Only BaseURL is required.
@@ -106,12 +107,8 @@ func New(cfg Config) (*Client, error) {
 // trailing slash).
 func (c *Client) BaseURL() string { return c.base.String() }
 
-// envelope is the shape of every API response.
-type envelope struct {
-	Code    int             `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data"`
-}
+// envelope is the shape of every API response, its data kept raw.
+type envelope = rotaapi.Envelope[json.RawMessage]
 
 // maxResponse bounds how much of a response body is read.
 const maxResponse = 64 << 20
@@ -180,9 +177,7 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 // envelopeError turns a non-zero envelope into a *rota.Error.
 func envelopeError(env envelope) *rota.Error {
 	e := &rota.Error{Code: rota.CodeOfNumber(env.Code), Message: env.Message}
-	var d struct {
-		Field string `json:"field"`
-	}
+	var d rotaapi.FieldData
 	if len(env.Data) > 0 && env.Data[0] == '{' && json.Unmarshal(env.Data, &d) == nil {
 		e.Field = d.Field
 	}

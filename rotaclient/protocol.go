@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/rotaapi"
 )
 
 // MaxClaimWait is the longest long-poll wait a claim may ask for.
@@ -49,18 +50,11 @@ type ClaimResult struct {
 // that outlives p.Wait.
 func (c *Client) Claim(ctx context.Context, p ClaimParams) (ClaimResult, error) {
 	wait := min(p.Wait, MaxClaimWait)
-	in := struct {
-		WorkerID    string   `json:"worker_id"`
-		Kinds       []string `json:"kinds"`
-		Max         int      `json:"max"`
-		WaitSeconds int      `json:"wait_seconds"`
-		Address     string   `json:"address,omitempty"`
-	}{p.WorkerID, p.Kinds, max(p.Max, 1), int((wait + time.Second - 1) / time.Second), p.Address}
-	var out struct {
-		Tasks        []claimedWire `json:"tasks"`
-		Drain        bool          `json:"drain"`
-		ServerTimeMs int64         `json:"server_time_ms"`
+	in := rotaapi.ClaimRequest{
+		WorkerID: p.WorkerID, Kinds: p.Kinds, Max: new(max(p.Max, 1)),
+		WaitSeconds: new(int((wait + time.Second - 1) / time.Second)), Address: nonEmpty(p.Address),
 	}
+	var out claimResponseIn
 	if err := c.Do(ctx, http.MethodPost, "/api/workers/claim", in, &out); err != nil {
 		return ClaimResult{}, err
 	}
@@ -110,20 +104,11 @@ func (c *Client) HeartbeatWait(ctx context.Context, runID, workerID string, wait
 }
 
 func (c *Client) heartbeat(ctx context.Context, runID, workerID, message string, wait time.Duration) (HeartbeatResult, error) {
-	var out struct {
-		Stop             bool     `json:"stop"`
-		Drain            bool     `json:"drain"`
-		LeaseExpiresAt   unixTime `json:"lease_expires_at"`
-		HeartbeatTimeout int      `json:"heartbeat_timeout_seconds"`
-	}
-	in := struct {
-		WorkerID    string `json:"worker_id"`
-		Message     string `json:"message,omitempty"`
-		WaitSeconds int    `json:"wait_seconds,omitempty"`
-	}{workerID, message, int(wait / time.Second)}
+	var out heartbeatIn
+	in := rotaapi.HeartbeatRequest{WorkerID: workerID, Message: message, WaitSeconds: nonZero(int(wait / time.Second))}
 	err := c.Do(ctx, http.MethodPost, "/api/runs/"+escape(runID)+"/heartbeat", in, &out)
 	return HeartbeatResult{Stop: out.Stop, Drain: out.Drain, LeaseExpiresAt: out.LeaseExpiresAt.Time,
-		HeartbeatTimeout: time.Duration(out.HeartbeatTimeout) * time.Second}, err
+		HeartbeatTimeout: time.Duration(out.HeartbeatTimeoutSeconds) * time.Second}, err
 }
 
 // Release hands a run back unfinished (POST /api/runs/{run_id}/release), as
@@ -132,10 +117,7 @@ func (c *Client) heartbeat(ctx context.Context, runID, workerID, message string,
 // once. An error matching rota.ErrLeaseLost means the run was no longer this
 // worker's.
 func (c *Client) Release(ctx context.Context, runID, workerID, message string) error {
-	in := struct {
-		WorkerID string `json:"worker_id"`
-		Message  string `json:"message,omitempty"`
-	}{workerID, message}
+	in := rotaapi.ReleaseRequest{WorkerID: workerID, Message: message}
 	return c.Do(ctx, http.MethodPost, "/api/runs/"+escape(runID)+"/release", in, nil)
 }
 
@@ -154,21 +136,10 @@ type SucceedParams struct {
 // matching rota.ErrLeaseLost means the run was no longer this worker's and
 // nothing changed.
 func (c *Client) Succeed(ctx context.Context, runID string, p SucceedParams) error {
-	in := struct {
-		WorkerID string          `json:"worker_id"`
-		Message  string          `json:"message,omitempty"`
-		Result   json.RawMessage `json:"result,omitempty"`
-	}{WorkerID: p.WorkerID, Message: p.Message}
-	switch v := p.Result.(type) {
-	case nil:
-	case json.RawMessage:
-		in.Result = v
-	default:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return &rota.Error{Code: rota.CodeInvalid, Field: "result", Message: fmt.Sprintf("field %q: encode result: %v", "result", err)}
-		}
-		in.Result = b
+	in := rotaapi.SucceedRequest{WorkerID: p.WorkerID, Message: p.Message}
+	var err error
+	if in.Result, err = encodeResult(p.Result); err != nil {
+		return &rota.Error{Code: rota.CodeInvalid, Field: "result", Message: fmt.Sprintf("field %q: %v", "result", err)}
 	}
 	return c.Do(ctx, http.MethodPost, "/api/runs/"+escape(runID)+"/succeed", in, nil)
 }
@@ -189,11 +160,7 @@ type FailParams struct {
 // was requested ends CANCELED instead. An error matching rota.ErrLeaseLost
 // means the run was no longer this worker's and nothing changed.
 func (c *Client) Fail(ctx context.Context, runID string, p FailParams) error {
-	in := struct {
-		WorkerID string `json:"worker_id"`
-		Message  string `json:"message"`
-		Retry    bool   `json:"retry"`
-	}{p.WorkerID, p.Message, !p.NoRetry}
+	in := rotaapi.FailRequest{WorkerID: p.WorkerID, Message: p.Message, Retry: new(!p.NoRetry)}
 	return c.Do(ctx, http.MethodPost, "/api/runs/"+escape(runID)+"/fail", in, nil)
 }
 
@@ -201,14 +168,14 @@ func (c *Client) Fail(ctx context.Context, runID string, p FailParams) error {
 const MaxReports = 1000
 
 // Outcome is how a run ends in a Report.
-type Outcome string
+type Outcome = rotaapi.Outcome
 
 // The outcomes of a Report, as Succeed, Fail and Release report them one by
 // one.
 const (
-	OutcomeSucceed Outcome = "succeed" // the run ends SUCCESS
-	OutcomeFail    Outcome = "fail"    // the run ends FAILED (CANCELED if its stop was requested)
-	OutcomeRelease Outcome = "release" // the run is handed back unfinished (CANCELED, no retry spent)
+	OutcomeSucceed = rotaapi.OutcomeSucceed // the run ends SUCCESS
+	OutcomeFail    = rotaapi.OutcomeFail    // the run ends FAILED (CANCELED if its stop was requested)
+	OutcomeRelease = rotaapi.OutcomeRelease // the run is handed back unfinished (CANCELED, no retry spent)
 )
 
 // Report is the outcome of one run in a Reports call.
@@ -242,6 +209,41 @@ type ReportResult struct {
 	Err error
 }
 
+// reportItem encodes reports[i] as the API reads it.
+func reportItem(i int, r Report) (json.RawMessage, error) {
+	switch {
+	case r.Result != nil && r.Outcome != OutcomeSucceed:
+		return nil, rota.Invalid(fmt.Sprintf("reports[%d].result", i), "a result goes only with outcome %q", OutcomeSucceed)
+	case r.NoRetry && r.Outcome != OutcomeFail:
+		return nil, rota.Invalid(fmt.Sprintf("reports[%d].retry", i), "retry goes only with outcome %q", OutcomeFail)
+	}
+	item := rotaapi.ReportItem{RunID: r.RunID, Outcome: r.Outcome, Message: r.Message}
+	var err error
+	if item.Result, err = encodeResult(r.Result); err != nil {
+		return nil, rota.Invalid(fmt.Sprintf("reports[%d].result", i), "%v", err)
+	}
+	if r.Outcome == OutcomeFail {
+		item.Retry = new(!r.NoRetry)
+	}
+	return json.Marshal(item)
+}
+
+// encodeResult encodes a task's result: a json.RawMessage as is, nil as
+// none.
+func encodeResult(v any) (json.RawMessage, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		return v, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	return b, nil
+}
+
 // Reports ends many runs of one worker in one request (POST
 // /api/runs/reports), each as Succeed, Fail or Release would. The server
 // applies each report on its own: the results, one per report in the same
@@ -255,55 +257,15 @@ func (c *Client) Reports(ctx context.Context, workerID string, reports []Report)
 	if len(reports) == 0 || len(reports) > MaxReports {
 		return nil, rota.Invalid("reports", "want 1 to %d reports, got %d", MaxReports, len(reports))
 	}
-	type reportWire struct {
-		RunID   string          `json:"run_id"`
-		Outcome Outcome         `json:"outcome"`
-		Message string          `json:"message,omitempty"`
-		Result  json.RawMessage `json:"result,omitempty"`
-		Retry   *bool           `json:"retry,omitempty"`
-	}
-	in := struct {
-		WorkerID string       `json:"worker_id"`
-		Reports  []reportWire `json:"reports"`
-	}{workerID, make([]reportWire, len(reports))}
+	in := rotaapi.ReportsRequest{WorkerID: workerID, Reports: make([]json.RawMessage, len(reports))}
 	for i, r := range reports {
-		rw := reportWire{RunID: r.RunID, Outcome: r.Outcome, Message: r.Message}
-		switch {
-		case r.Result != nil && r.Outcome != OutcomeSucceed:
-			return nil, rota.Invalid(fmt.Sprintf("reports[%d].result", i), "a result goes only with outcome %q", OutcomeSucceed)
-		case r.NoRetry && r.Outcome != OutcomeFail:
-			return nil, rota.Invalid(fmt.Sprintf("reports[%d].retry", i), "retry goes only with outcome %q", OutcomeFail)
+		raw, err := reportItem(i, r)
+		if err != nil {
+			return nil, err
 		}
-		switch v := r.Result.(type) {
-		case nil:
-		case json.RawMessage:
-			rw.Result = v
-		default:
-			b, err := json.Marshal(v)
-			if err != nil {
-				return nil, rota.Invalid(fmt.Sprintf("reports[%d].result", i), "encode result: %v", err)
-			}
-			rw.Result = b
-		}
-		if r.Outcome == OutcomeFail {
-			retry := !r.NoRetry
-			rw.Retry = &retry
-		}
-		in.Reports[i] = rw
+		in.Reports[i] = raw
 	}
-	var out struct {
-		Results []struct {
-			RunID     string      `json:"run_id"`
-			TaskID    string      `json:"task_id"`
-			Status    rota.Status `json:"status"`
-			RunStatus rota.Status `json:"run_status"`
-			Error     *struct {
-				Code    int    `json:"code"`
-				Message string `json:"message"`
-				Field   string `json:"field"`
-			} `json:"error"`
-		} `json:"results"`
-	}
+	var out rotaapi.ReportsResponse
 	const path = "/api/runs/reports"
 	if err := c.Do(ctx, http.MethodPost, path, in, &out); err != nil {
 		return nil, err
@@ -327,4 +289,12 @@ func (c *Client) Reports(ctx context.Context, workerID string, reports []Report)
 		}
 	}
 	return res, nil
+}
+
+// nonEmpty returns a pointer to s, nil for "".
+func nonEmpty[T ~string](s T) *T {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

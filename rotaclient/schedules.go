@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/rotaapi"
 )
 
 // Schedules: the client side of /api/schedules. Every method that names a
@@ -64,57 +65,27 @@ type ScheduleParams struct {
 	Target *rota.Target
 }
 
-// planWire is the API's plan object.
-type planWire struct {
-	PlanType  string `json:"plan_type"`
-	PlanValue int    `json:"plan_value"`
-	PlanRepet int    `json:"plan_repet"`
-	PlanTime  int64  `json:"plan_time"`
-	NoKeep    bool   `json:"no_keep"`
-}
-
-func toPlanWire(p *rota.PlanSpec) *planWire {
+func toPlan(p *rota.PlanSpec) *rotaapi.Plan {
 	if p == nil {
 		return nil
 	}
-	return &planWire{PlanType: p.Type, PlanValue: p.Value, PlanRepet: p.Repeat, PlanTime: p.Time, NoKeep: p.NoKeep}
+	return &rotaapi.Plan{PlanType: p.Type, PlanValue: p.Value, PlanRepet: p.Repeat, PlanTime: p.Time, NoKeep: p.NoKeep}
 }
 
-// targetWire is the API's target object.
-type targetWire struct {
-	URL     string            `json:"url"`
-	Method  string            `json:"method,omitempty"`
-	Headers map[string]string `json:"headers,omitempty"`
-}
-
-func toTargetWire(t *rota.Target) *targetWire {
+// encodeTarget encodes t as the API's target object.
+func encodeTarget(t *rota.Target) (json.RawMessage, error) {
 	if t == nil {
-		return nil
+		return nil, nil
 	}
-	return &targetWire{URL: t.URL, Method: t.Method, Headers: t.Headers}
-}
-
-// scheduleParamsWire is ScheduleParams as the API reads it; N and From are
-// only sent to the preview.
-type scheduleParamsWire struct {
-	Name              string          `json:"name,omitempty"`
-	Kind              string          `json:"kind,omitempty"`
-	Task              json.RawMessage `json:"task"`
-	Priority          rota.Priority   `json:"priority,omitempty"`
-	CronExpr          string          `json:"cron_expr,omitempty"`
-	Timezone          string          `json:"timezone,omitempty"`
-	Plan              *planWire       `json:"plan,omitempty"`
-	Enabled           *bool           `json:"enabled,omitempty"`
-	MaxConcurrency    int             `json:"max_concurrency,omitempty"`
-	ConcurrencyPolicy string          `json:"concurrency_policy,omitempty"`
-	OverlapAction     string          `json:"overlap_action,omitempty"`
-	FailureAction     string          `json:"failure_action,omitempty"`
-	MisfirePolicy     string          `json:"misfire_policy,omitempty"`
-	CatchupLimit      int             `json:"catchup_limit,omitempty"`
-	TimeoutSeconds    int             `json:"timeout_seconds,omitempty"`
-	Target            *targetWire     `json:"target,omitempty"`
-	N                 int             `json:"n,omitempty"`
-	From              int64           `json:"from,omitempty"`
+	w := rotaapi.Target{URL: t.URL, Method: t.Method}
+	if len(t.Headers) > 0 {
+		w.Headers = t.Headers
+	}
+	b, err := json.Marshal(w)
+	if err != nil {
+		return nil, fmt.Errorf("rotaclient: encode target: %w", err)
+	}
+	return b, nil
 }
 
 // encodePayload encodes a payload for the "task" field; nil gives
@@ -136,17 +107,23 @@ func encodePayload(v any, ifNil json.RawMessage) (json.RawMessage, error) {
 	return b, nil
 }
 
-func (p *ScheduleParams) wire() (scheduleParamsWire, error) {
+// wire returns p as the API reads it.
+func (p *ScheduleParams) wire() (rotaapi.ScheduleRequest, error) {
 	payload, err := encodePayload(p.Payload, json.RawMessage("{}"))
 	if err != nil {
-		return scheduleParamsWire{}, err
+		return rotaapi.ScheduleRequest{}, err
 	}
-	w := scheduleParamsWire{
-		Name: p.Name, Kind: p.Kind, Task: payload, Priority: p.Priority, CronExpr: p.CronExpr,
-		Timezone: p.Timezone, Plan: toPlanWire(p.Plan), MaxConcurrency: p.MaxConcurrency,
-		ConcurrencyPolicy: string(p.ConcurrencyPolicy), OverlapAction: string(p.OverlapAction),
-		FailureAction: string(p.FailureAction), MisfirePolicy: string(p.MisfirePolicy),
-		CatchupLimit: p.CatchupLimit, TimeoutSeconds: p.TimeoutSeconds, Target: toTargetWire(p.Target),
+	target, err := encodeTarget(p.Target)
+	if err != nil {
+		return rotaapi.ScheduleRequest{}, err
+	}
+	w := rotaapi.ScheduleRequest{
+		Name: nonEmpty(p.Name), Kind: nonEmpty(p.Kind), Task: payload, Priority: nonEmpty(p.Priority),
+		CronExpr: nonEmpty(p.CronExpr), Timezone: nonEmpty(p.Timezone), Plan: toPlan(p.Plan),
+		MaxConcurrency: nonZero(p.MaxConcurrency), ConcurrencyPolicy: nonEmpty(p.ConcurrencyPolicy),
+		OverlapAction: nonEmpty(p.OverlapAction), FailureAction: nonEmpty(p.FailureAction),
+		MisfirePolicy: nonEmpty(p.MisfirePolicy), CatchupLimit: nonZero(p.CatchupLimit),
+		TimeoutSeconds: nonZero(p.TimeoutSeconds), Target: target,
 	}
 	if p.Paused {
 		w.Enabled = new(false)
@@ -163,75 +140,15 @@ func (c *Client) CreateSchedule(ctx context.Context, p ScheduleParams) (string, 
 	if err != nil {
 		return "", err
 	}
-	var out struct {
-		ScheduleID string `json:"schedule_id"`
-	}
+	var out rotaapi.ScheduleIDResponse
 	if err := c.Do(ctx, http.MethodPost, "/api/schedules", w, &out); err != nil {
 		return "", err
 	}
 	return out.ScheduleID, nil
 }
 
-// scheduleWire is a schedule as the API shows it.
-type scheduleWire struct {
-	ScheduleID string          `json:"schedule_id"`
-	Name       string          `json:"name"`
-	Kind       string          `json:"kind"`
-	Priority   rota.Priority   `json:"priority"`
-	Task       json.RawMessage `json:"task"`
-	CronExpr   string          `json:"cron_expr"`
-	Timezone   string          `json:"timezone"`
-	Plan       *struct {
-		planWire
-		Seq       int64    `json:"seq"`
-		PlanAt    unixTime `json:"plan_at"`
-		RealRepet int64    `json:"real_repet"`
-	} `json:"plan"`
-	Enabled           bool        `json:"enabled"`
-	MaxConcurrency    int         `json:"max_concurrency"`
-	ConcurrencyPolicy string      `json:"concurrency_policy"`
-	OverlapAction     string      `json:"overlap_action"`
-	FailureAction     string      `json:"failure_action"`
-	MisfirePolicy     string      `json:"misfire_policy"`
-	CatchupLimit      int         `json:"catchup_limit"`
-	TimeoutSeconds    int         `json:"timeout_seconds"`
-	Target            *targetWire `json:"target"`
-	Version           int64       `json:"version"`
-	CreatedAt         unixTime    `json:"created_at"`
-	UpdatedAt         unixTime    `json:"updated_at"`
-	NextFireTime      unixTime    `json:"next_fire_time"`
-	HighWater         unixTime    `json:"high_water"`
-	LastRunID         string      `json:"last_run_id"`
-	MisfireDropped    int64       `json:"misfire_dropped"`
-	Ended             bool        `json:"ended"`
-	EndedAt           unixTime    `json:"ended_at"`
-}
-
-func (w *scheduleWire) schedule() rota.Schedule {
-	s := rota.Schedule{
-		ID: w.ScheduleID, Name: w.Name, Kind: w.Kind, Priority: w.Priority, Payload: nullToNil(w.Task),
-		CronExpr: w.CronExpr, Timezone: w.Timezone, Enabled: w.Enabled, MaxConcurrency: w.MaxConcurrency,
-		ConcurrencyPolicy: rota.ConcurrencyPolicy(w.ConcurrencyPolicy), OverlapAction: rota.OverlapAction(w.OverlapAction),
-		FailureAction: rota.FailureAction(w.FailureAction), MisfirePolicy: rota.MisfirePolicy(w.MisfirePolicy),
-		CatchupLimit: w.CatchupLimit, TimeoutSeconds: w.TimeoutSeconds, Version: w.Version,
-		CreatedAt: w.CreatedAt.Time, UpdatedAt: w.UpdatedAt.Time,
-		ScheduleState: rota.ScheduleState{
-			HighWater: w.HighWater.Time, NextFire: w.NextFireTime.Time, LastRunID: w.LastRunID,
-			Ended: w.Ended, EndedAt: w.EndedAt.Time, MisfireDropped: w.MisfireDropped,
-		},
-	}
-	if p := w.Plan; p != nil {
-		s.Plan = &rota.PlanSpec{Type: p.PlanType, Value: p.PlanValue, Repeat: p.PlanRepet, Time: p.PlanTime, NoKeep: p.NoKeep}
-		s.PlanSeq, s.PlanAt, s.RealRepet = p.Seq, p.PlanAt.Time, p.RealRepet
-	}
-	if t := w.Target; t != nil {
-		s.Target = &rota.Target{URL: t.URL, Method: t.Method, Headers: t.Headers}
-	}
-	return s
-}
-
 func (c *Client) scheduleCall(ctx context.Context, method, path string, in any) (*rota.Schedule, error) {
-	var w scheduleWire
+	var w scheduleIn
 	if err := c.Do(ctx, method, path, in, &w); err != nil {
 		return nil, err
 	}
@@ -259,21 +176,7 @@ type ScheduleListParams struct {
 // Encode returns the query string of GET /api/schedules for p, with its
 // leading "?" ("" when empty), for use with Do.
 func (p ScheduleListParams) Encode() string {
-	q := url.Values{}
-	if p.Limit > 0 {
-		q.Set("limit", strconv.Itoa(p.Limit))
-	}
-	if p.Cursor != "" {
-		q.Set("cursor", p.Cursor)
-	}
-	return encodeQuery(q)
-}
-
-func encodeQuery(q url.Values) string {
-	if len(q) == 0 {
-		return ""
-	}
-	return "?" + q.Encode()
+	return pageQuery(url.Values{}, p.Limit, p.Cursor)
 }
 
 // SchedulePage is one page of schedules, newest first.
@@ -286,18 +189,13 @@ type SchedulePage struct {
 
 // ListSchedules returns one page of schedules (GET /api/schedules).
 func (c *Client) ListSchedules(ctx context.Context, p ScheduleListParams) (*SchedulePage, error) {
-	var out struct {
-		Schedules  []scheduleWire `json:"schedules"`
-		NextCursor string         `json:"next_cursor"`
-	}
-	if err := c.Do(ctx, http.MethodGet, "/api/schedules"+p.Encode(), nil, &out); err != nil {
+	schedules, next, err := listPage(ctx, c, "/api/schedules"+p.Encode(), func(w *scheduleListIn) ([]rota.Schedule, string) {
+		return convert(w.Schedules, (*scheduleIn).schedule), w.NextCursor
+	})
+	if err != nil {
 		return nil, err
 	}
-	page := &SchedulePage{Schedules: make([]rota.Schedule, len(out.Schedules)), NextCursor: out.NextCursor}
-	for i := range out.Schedules {
-		page.Schedules[i] = out.Schedules[i].schedule()
-	}
-	return page, nil
+	return &SchedulePage{Schedules: schedules, NextCursor: next}, nil
 }
 
 // AllSchedules iterates over every schedule, newest first, fetching pages
@@ -339,26 +237,6 @@ type ScheduleUpdate struct {
 	RemoveTarget bool
 }
 
-// scheduleUpdateWire is ScheduleUpdate as the API reads it.
-type scheduleUpdateWire struct {
-	Name              *string                 `json:"name,omitempty"`
-	Kind              *string                 `json:"kind,omitempty"`
-	Task              json.RawMessage         `json:"task,omitempty"`
-	Priority          *rota.Priority          `json:"priority,omitempty"`
-	CronExpr          *string                 `json:"cron_expr,omitempty"`
-	Timezone          *string                 `json:"timezone,omitempty"`
-	Plan              *planWire               `json:"plan,omitempty"`
-	Enabled           *bool                   `json:"enabled,omitempty"`
-	MaxConcurrency    *int                    `json:"max_concurrency,omitempty"`
-	ConcurrencyPolicy *rota.ConcurrencyPolicy `json:"concurrency_policy,omitempty"`
-	OverlapAction     *rota.OverlapAction     `json:"overlap_action,omitempty"`
-	FailureAction     *rota.FailureAction     `json:"failure_action,omitempty"`
-	MisfirePolicy     *rota.MisfirePolicy     `json:"misfire_policy,omitempty"`
-	CatchupLimit      *int                    `json:"catchup_limit,omitempty"`
-	TimeoutSeconds    *int                    `json:"timeout_seconds,omitempty"`
-	Target            json.RawMessage         `json:"target,omitempty"`
-}
-
 // UpdateSchedule changes a schedule (PATCH /api/schedules/{id}) and
 // returns it as stored. Nothing fires retroactively: fire times before
 // the change are never fired.
@@ -367,9 +245,9 @@ func (c *Client) UpdateSchedule(ctx context.Context, ref string, u ScheduleUpdat
 	if err != nil {
 		return nil, err
 	}
-	w := scheduleUpdateWire{
+	w := rotaapi.ScheduleRequest{
 		Name: u.Name, Kind: u.Kind, Task: payload, Priority: u.Priority, CronExpr: u.CronExpr, Timezone: u.Timezone,
-		Plan: toPlanWire(u.Plan), Enabled: u.Enabled, MaxConcurrency: u.MaxConcurrency,
+		Plan: toPlan(u.Plan), Enabled: u.Enabled, MaxConcurrency: u.MaxConcurrency,
 		ConcurrencyPolicy: u.ConcurrencyPolicy, OverlapAction: u.OverlapAction, FailureAction: u.FailureAction,
 		MisfirePolicy: u.MisfirePolicy, CatchupLimit: u.CatchupLimit, TimeoutSeconds: u.TimeoutSeconds,
 	}
@@ -379,7 +257,7 @@ func (c *Client) UpdateSchedule(ctx context.Context, ref string, u ScheduleUpdat
 	case u.RemoveTarget:
 		w.Target = json.RawMessage("null")
 	case u.Target != nil:
-		if w.Target, err = json.Marshal(toTargetWire(u.Target)); err != nil {
+		if w.Target, err = encodeTarget(u.Target); err != nil {
 			return nil, err
 		}
 	}
@@ -390,9 +268,7 @@ func (c *Client) UpdateSchedule(ctx context.Context, ref string, u ScheduleUpdat
 // returns its id. Its queued (held) runs are canceled; its other runs are
 // left as they are.
 func (c *Client) DeleteSchedule(ctx context.Context, ref string) (string, error) {
-	var out struct {
-		ScheduleID string `json:"schedule_id"`
-	}
+	var out rotaapi.ScheduleIDResponse
 	if err := c.Do(ctx, http.MethodDelete, schedulePath(ref), nil, &out); err != nil {
 		return "", err
 	}
@@ -423,10 +299,7 @@ type TriggerResult struct {
 // TriggerSchedule fires a schedule once, now, outside its series and its
 // policies, paused or not (POST /api/schedules/{id}/trigger).
 func (c *Client) TriggerSchedule(ctx context.Context, ref string) (TriggerResult, error) {
-	var out struct {
-		TaskID   string   `json:"task_id"`
-		FireTime unixTime `json:"fire_time"`
-	}
+	var out triggerIn
 	if err := c.Do(ctx, http.MethodPost, schedulePath(ref)+"/trigger", nil, &out); err != nil {
 		return TriggerResult{}, err
 	}
@@ -451,13 +324,7 @@ func (p ScheduleRunsParams) Encode() string {
 	if p.Status != "" {
 		q.Set("status", string(p.Status))
 	}
-	if p.Limit > 0 {
-		q.Set("limit", strconv.Itoa(p.Limit))
-	}
-	if p.Cursor != "" {
-		q.Set("cursor", p.Cursor)
-	}
-	return encodeQuery(q)
+	return pageQuery(q, p.Limit, p.Cursor)
 }
 
 // ScheduleRunPage is one page of a schedule's runs, newest fire first.
@@ -469,43 +336,16 @@ type ScheduleRunPage struct {
 	NextCursor string
 }
 
-type scheduleRunWire struct {
-	TaskID    string      `json:"task_id"`
-	FireTime  unixTime    `json:"fire_time"`
-	Attempt   int         `json:"attempt"`
-	Status    rota.Status `json:"status"`
-	Reason    string      `json:"reason"`
-	Triggered bool        `json:"triggered"`
-	Held      bool        `json:"held"`
-	CreatedAt unixTime    `json:"created_at"`
-	StartTime unixTime    `json:"start_time"`
-	EndTime   unixTime    `json:"end_time"`
-	Message   string      `json:"message"`
-}
-
-func (w *scheduleRunWire) run() rota.ScheduleRun {
-	return rota.ScheduleRun{
-		TaskID: w.TaskID, FireTime: w.FireTime.Time, Attempt: w.Attempt, Status: w.Status,
-		Reason: rota.SkipReason(w.Reason), Triggered: w.Triggered, Held: w.Held, CreatedAt: w.CreatedAt.Time,
-		StartTime: w.StartTime.Time, EndTime: w.EndTime.Time, Message: w.Message,
-	}
-}
-
 // ListScheduleRuns returns one page of a schedule's runs, newest fire
 // first (GET /api/schedules/{id}/runs).
 func (c *Client) ListScheduleRuns(ctx context.Context, ref string, p ScheduleRunsParams) (*ScheduleRunPage, error) {
-	var out struct {
-		Runs       []scheduleRunWire `json:"runs"`
-		NextCursor string            `json:"next_cursor"`
-	}
-	if err := c.Do(ctx, http.MethodGet, schedulePath(ref)+"/runs"+p.Encode(), nil, &out); err != nil {
+	runs, next, err := listPage(ctx, c, schedulePath(ref)+"/runs"+p.Encode(), func(w *scheduleRunListIn) ([]rota.ScheduleRun, string) {
+		return convert(w.Runs, (*scheduleRunIn).run), w.NextCursor
+	})
+	if err != nil {
 		return nil, err
 	}
-	page := &ScheduleRunPage{Runs: make([]rota.ScheduleRun, len(out.Runs)), NextCursor: out.NextCursor}
-	for i := range out.Runs {
-		page.Runs[i] = out.Runs[i].run()
-	}
-	return page, nil
+	return &ScheduleRunPage{Runs: runs, NextCursor: next}, nil
 }
 
 // AllScheduleRuns iterates over every run of a schedule that matches p,
@@ -522,12 +362,8 @@ func (c *Client) AllScheduleRuns(ctx context.Context, ref string, p ScheduleRuns
 	})
 }
 
-// fireTimes decodes the data of /next and /preview.
-type fireTimes struct {
-	FireTimes []int64 `json:"fire_times"`
-}
-
-func (f *fireTimes) times() []time.Time {
+// fireTimes returns the fire times of the data of /next and /preview.
+func fireTimes(f *rotaapi.FireTimes) []time.Time {
 	out := make([]time.Time, len(f.FireTimes))
 	for i, s := range f.FireTimes {
 		out[i] = time.Unix(s, 0).UTC()
@@ -547,11 +383,11 @@ func (c *Client) NextFireTimes(ctx context.Context, ref string, n int, from time
 	if !from.IsZero() {
 		q.Set("from", strconv.FormatInt(from.Unix(), 10))
 	}
-	var out fireTimes
+	var out rotaapi.FireTimes
 	if err := c.Do(ctx, http.MethodGet, schedulePath(ref)+"/next"+encodeQuery(q), nil, &out); err != nil {
 		return nil, err
 	}
-	return out.times(), nil
+	return fireTimes(&out), nil
 }
 
 // PreviewSchedule returns up to n fire times the schedule p would have
@@ -563,10 +399,16 @@ func (c *Client) PreviewSchedule(ctx context.Context, p ScheduleParams, n int, f
 	if err != nil {
 		return nil, err
 	}
-	w.N, w.From = max(n, 0), unixSeconds(from)
-	var out fireTimes
-	if err := c.Do(ctx, http.MethodPost, "/api/schedules/preview", w, &out); err != nil {
+	in := rotaapi.SchedulePreviewRequest{ScheduleRequest: w}
+	if n > 0 {
+		in.N = &n
+	}
+	if sec := rotaapi.Unix(from); sec != 0 {
+		in.From = &sec
+	}
+	var out rotaapi.FireTimes
+	if err := c.Do(ctx, http.MethodPost, "/api/schedules/preview", in, &out); err != nil {
 		return nil, err
 	}
-	return out.times(), nil
+	return fireTimes(&out), nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/rotaapi"
 )
 
 // TaskParams describes a task to submit. Kind is required; every other
@@ -49,22 +50,8 @@ type TaskParams struct {
 	WorkerIDs []string
 }
 
-// taskParamsWire is TaskParams as the API reads it.
-type taskParamsWire struct {
-	Kind                    string          `json:"kind"`
-	Priority                rota.Priority   `json:"priority,omitempty"`
-	Task                    json.RawMessage `json:"task"`
-	Key                     string          `json:"key,omitempty"`
-	RunAtMS                 int64           `json:"run_at_ms,omitempty"`
-	DelaySeconds            int64           `json:"delay_seconds,omitempty"`
-	MaxRetries              *int            `json:"max_retries,omitempty"`
-	TimeoutSeconds          int             `json:"timeout_seconds,omitempty"`
-	HeartbeatTimeoutSeconds int             `json:"heartbeat_timeout_seconds,omitempty"`
-	Workers                 int             `json:"workers,omitempty"`
-	WorkerIDs               []string        `json:"worker_ids,omitempty"`
-}
-
-func (p *TaskParams) wire() (taskParamsWire, error) {
+// wire returns p as the API reads it.
+func (p *TaskParams) wire() (rotaapi.SubmitRequest, error) {
 	var payload json.RawMessage
 	switch v := p.Payload.(type) {
 	case json.RawMessage:
@@ -72,35 +59,39 @@ func (p *TaskParams) wire() (taskParamsWire, error) {
 	default:
 		b, err := json.Marshal(v)
 		if err != nil {
-			return taskParamsWire{}, &rota.Error{Code: rota.CodeInvalid, Field: "task", Message: fmt.Sprintf("field %q: encode payload: %v", "task", err)}
+			return rotaapi.SubmitRequest{}, &rota.Error{Code: rota.CodeInvalid, Field: "task", Message: fmt.Sprintf("field %q: encode payload: %v", "task", err)}
 		}
 		payload = b
 	}
 	if len(payload) == 0 || string(payload) == "null" && p.Payload == nil {
 		payload = json.RawMessage("{}")
 	}
-	w := taskParamsWire{
-		Kind: p.Kind, Priority: p.Priority, Task: payload, Key: p.Key,
-		MaxRetries: p.MaxRetries, TimeoutSeconds: p.TimeoutSeconds, HeartbeatTimeoutSeconds: p.HeartbeatTimeoutSeconds,
-		Workers: p.Workers, WorkerIDs: p.WorkerIDs,
+	w := rotaapi.SubmitRequest{
+		Kind: p.Kind, Priority: nonEmpty(p.Priority), Task: payload, Key: nonEmpty(p.Key),
+		MaxRetries: p.MaxRetries, TimeoutSeconds: nonZero(p.TimeoutSeconds),
+		HeartbeatTimeoutSeconds: nonZero(p.HeartbeatTimeoutSeconds), Workers: nonZero(p.Workers), WorkerIDs: p.WorkerIDs,
 	}
 	if !p.RunAt.IsZero() {
-		w.RunAtMS = max(p.RunAt.UnixMilli(), 1)
+		w.RunAtMS = new(max(p.RunAt.UnixMilli(), 1))
 	}
 	if p.Delay > 0 {
-		w.DelaySeconds = int64((p.Delay + time.Second - 1) / time.Second)
+		w.DelaySeconds = new(int64((p.Delay + time.Second - 1) / time.Second))
 	}
 	return w, nil
 }
 
-// SubmitResult is the outcome of one submit.
-type SubmitResult struct {
-	// TaskID is the new task's id, or the existing task's when Existing.
-	TaskID string `json:"task_id"`
-	// Existing is true when an unfinished task with the same kind and key
-	// was found and nothing new was stored.
-	Existing bool `json:"existing"`
+// nonZero returns a pointer to n, nil for 0.
+func nonZero(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
 }
+
+// SubmitResult is the outcome of one submit: TaskID is the new task's id,
+// or the existing task's when Existing (an unfinished task with the same
+// kind and key was found and nothing new was stored).
+type SubmitResult = rotaapi.SubmitResult
 
 // Submit stores a new task (POST /api/tasks). Invalid parameters give a
 // *rota.Error matching rota.ErrInvalid whose Field names the culprit.
@@ -118,7 +109,7 @@ func (c *Client) Submit(ctx context.Context, p TaskParams) (SubmitResult, error)
 // /api/tasks/batch): either all are stored or, on error, none. Results are
 // in the order of ps.
 func (c *Client) SubmitBatch(ctx context.Context, ps []TaskParams) ([]SubmitResult, error) {
-	ws := make([]taskParamsWire, len(ps))
+	in := rotaapi.BatchSubmitRequest{Tasks: make([]json.RawMessage, len(ps))}
 	for i := range ps {
 		w, err := ps[i].wire()
 		if err != nil {
@@ -128,12 +119,12 @@ func (c *Client) SubmitBatch(ctx context.Context, ps []TaskParams) ([]SubmitResu
 			}
 			return nil, err
 		}
-		ws[i] = w
+		if in.Tasks[i], err = json.Marshal(w); err != nil {
+			return nil, fmt.Errorf("rotaclient: encode tasks[%d]: %w", i, err)
+		}
 	}
-	var out struct {
-		Results []SubmitResult `json:"results"`
-	}
-	if err := c.Do(ctx, http.MethodPost, "/api/tasks/batch", map[string]any{"tasks": ws}, &out); err != nil {
+	var out rotaapi.BatchSubmitResponse
+	if err := c.Do(ctx, http.MethodPost, "/api/tasks/batch", in, &out); err != nil {
 		return nil, err
 	}
 	return out.Results, nil
@@ -146,7 +137,7 @@ func (c *Client) GetTask(ctx context.Context, id string) (*rota.Task, error) {
 }
 
 func (c *Client) taskCall(ctx context.Context, method, path string, in any) (*rota.Task, error) {
-	var w taskWire
+	var w taskDetailIn
 	if err := c.Do(ctx, method, path, in, &w); err != nil {
 		return nil, err
 	}
@@ -181,16 +172,7 @@ func (p ListParams) Encode() string {
 	if p.Key != "" {
 		q.Set("key", p.Key)
 	}
-	if p.Limit > 0 {
-		q.Set("limit", strconv.Itoa(p.Limit))
-	}
-	if p.Cursor != "" {
-		q.Set("cursor", p.Cursor)
-	}
-	if len(q) == 0 {
-		return ""
-	}
-	return "?" + q.Encode()
+	return pageQuery(q, p.Limit, p.Cursor)
 }
 
 // TaskPage is one page of tasks, newest first, without their runs.
@@ -203,18 +185,13 @@ type TaskPage struct {
 
 // ListTasks returns one page of tasks (GET /api/tasks).
 func (c *Client) ListTasks(ctx context.Context, p ListParams) (*TaskPage, error) {
-	var out struct {
-		Tasks      []taskWire `json:"tasks"`
-		NextCursor string     `json:"next_cursor"`
-	}
-	if err := c.Do(ctx, http.MethodGet, "/api/tasks"+p.Encode(), nil, &out); err != nil {
+	tasks, next, err := listPage(ctx, c, "/api/tasks"+p.Encode(), func(w *taskListIn) ([]rota.Task, string) {
+		return convert(w.Tasks, (*taskIn).task), w.NextCursor
+	})
+	if err != nil {
 		return nil, err
 	}
-	page := &TaskPage{Tasks: make([]rota.Task, len(out.Tasks)), NextCursor: out.NextCursor}
-	for i := range out.Tasks {
-		page.Tasks[i] = out.Tasks[i].task()
-	}
-	return page, nil
+	return &TaskPage{Tasks: tasks, NextCursor: next}, nil
 }
 
 // AllTasks iterates over every task that matches p, newest first, fetching
@@ -239,9 +216,7 @@ func (c *Client) AllTasks(ctx context.Context, p ListParams) iter.Seq2[rota.Task
 // RunAgain submits a copy of a task as a new task and returns the new id
 // (POST /api/tasks/run_again/{id}).
 func (c *Client) RunAgain(ctx context.Context, id string) (string, error) {
-	var out struct {
-		TaskID string `json:"task_id"`
-	}
+	var out rotaapi.SubmitResponse
 	if err := c.Do(ctx, http.MethodPost, "/api/tasks/run_again/"+escape(id), nil, &out); err != nil {
 		return "", err
 	}
@@ -257,24 +232,45 @@ func (c *Client) StopTask(ctx context.Context, id string) (*rota.Task, error) {
 }
 
 // UpdateParams changes the options of an unfinished task; nil fields are
-// left as they are.
-type UpdateParams struct {
-	// Priority moves the task to another level.
-	Priority *rota.Priority `json:"priority,omitempty"`
-	// WorkerIDs narrows or widens the workers allowed to run the task; a
-	// pointer to an empty slice allows any worker.
-	WorkerIDs *[]string `json:"worker_ids,omitempty"`
-	// HeartbeatTimeoutSeconds changes the lease length from the next
-	// heartbeat on.
-	HeartbeatTimeoutSeconds *int `json:"heartbeat_timeout_seconds,omitempty"`
-	// MaxRetries changes the number of failed runs tolerated.
-	MaxRetries *int `json:"max_retries,omitempty"`
-}
+// left as they are. It is the body of PATCH /api/tasks/{id}.
+type UpdateParams = rotaapi.TaskUpdateRequest
 
 // UpdateTask changes a task's options (PATCH /api/tasks/{id}). A finished
 // task gives an error matching rota.ErrConflict.
 func (c *Client) UpdateTask(ctx context.Context, id string, p UpdateParams) (*rota.Task, error) {
 	return c.taskCall(ctx, http.MethodPatch, "/api/tasks/"+escape(id), p)
+}
+
+// listPage gets one page of a listing (GET path): the data decodes into
+// W, from which page takes the items and the next cursor.
+func listPage[W, T any](ctx context.Context, c *Client, path string, page func(*W) ([]T, string)) ([]T, string, error) {
+	var w W
+	if err := c.Do(ctx, http.MethodGet, path, nil, &w); err != nil {
+		return nil, "", err
+	}
+	items, next := page(&w)
+	return items, next, nil
+}
+
+// pageQuery adds a page's limit (0: the server's default) and cursor to
+// q and returns the query string with its leading "?", "" when empty.
+func pageQuery(q url.Values, limit int, cursor string) string {
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	return encodeQuery(q)
+}
+
+// encodeQuery returns q as a query string with its leading "?", "" when
+// empty.
+func encodeQuery(q url.Values) string {
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
 }
 
 // allPages iterates over the items of a paged listing from cursor on,

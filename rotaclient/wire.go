@@ -8,10 +8,18 @@ import (
 	"time"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/rotaapi"
 )
 
-// unixTime decodes the API's times: unix seconds (integer or fractional),
-// with 0 or null meaning the zero time.
+// The client decodes the shapes of package rotaapi, and their instants
+// leniently, as it always has: unix seconds, integer or fractional (kept to
+// the nanosecond), 0 or null for unset. Each xxxIn type below is a rotaapi
+// shape whose instants are overlaid by unixTime fields of the same JSON
+// names (encoding/json decodes a name into the shallowest field that has
+// it); TestLenientShapes checks that every xxxIn has exactly the JSON
+// fields of its rotaapi shape, and overlays only its instants.
+
+// unixTime decodes an instant leniently.
 type unixTime struct{ time.Time }
 
 func (u *unixTime) UnmarshalJSON(b []byte) error {
@@ -33,77 +41,13 @@ func (u *unixTime) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// unixSeconds encodes t for a request: 0 for the zero time.
-func unixSeconds(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
+// convert converts each item of in.
+func convert[W, T any](in []W, conv func(*W) T) []T {
+	out := make([]T, len(in))
+	for i := range in {
+		out[i] = conv(&in[i])
 	}
-	return t.Unix()
-}
-
-type runWire struct {
-	RunID          string      `json:"run_id"`
-	TaskID         string      `json:"task_id"`
-	WorkerID       string      `json:"worker_id"`
-	WorkerAddress  string      `json:"worker_address"`
-	Attempt        int         `json:"attempt"`
-	Status         rota.Status `json:"status"`
-	StartTime      unixTime    `json:"start_time"`
-	EndTime        unixTime    `json:"end_time"`
-	LeaseExpiresAt unixTime    `json:"lease_expires_at"`
-	Deadline       unixTime    `json:"deadline"`
-	StopRequested  bool        `json:"stop_requested"`
-	Message        string      `json:"message"`
-}
-
-type taskWire struct {
-	TaskID                  string          `json:"task_id"`
-	Kind                    string          `json:"kind"`
-	Priority                rota.Priority   `json:"priority"`
-	Task                    json.RawMessage `json:"task"`
-	Key                     string          `json:"key"`
-	Status                  rota.Status     `json:"status"`
-	Attempt                 int             `json:"attempt"`
-	MaxRetries              int             `json:"max_retries"`
-	Workers                 int             `json:"workers"`
-	WorkerIDs               []string        `json:"worker_ids"`
-	TimeoutSeconds          int             `json:"timeout_seconds"`
-	HeartbeatTimeoutSeconds int             `json:"heartbeat_timeout_seconds"`
-	CreatedAt               unixTime        `json:"created_at"`
-	RunAt                   unixTime        `json:"run_at"`
-	WorkerAddress           string          `json:"worker_address"`
-	StartTime               unixTime        `json:"start_time"`
-	EndTime                 unixTime        `json:"end_time"`
-	IsSucceed               bool            `json:"is_succeed"`
-	Message                 string          `json:"message"`
-	Result                  json.RawMessage `json:"result"`
-	ScheduleID              string          `json:"schedule_id"`
-	FireTime                unixTime        `json:"fire_time"`
-	Runs                    []runWire       `json:"runs"`
-}
-
-func (w *taskWire) task() rota.Task {
-	t := rota.Task{
-		ID: w.TaskID, Kind: w.Kind, Priority: w.Priority, Payload: w.Task, Key: w.Key,
-		Status: w.Status, Attempt: w.Attempt, MaxRetries: w.MaxRetries, Workers: w.Workers,
-		WorkerIDs: w.WorkerIDs, TimeoutSeconds: w.TimeoutSeconds, HeartbeatTimeoutSeconds: w.HeartbeatTimeoutSeconds,
-		CreatedAt: w.CreatedAt.Time, RunAt: w.RunAt.Time, StartTime: w.StartTime.Time, EndTime: w.EndTime.Time,
-		WorkerAddress: w.WorkerAddress, IsSucceed: w.IsSucceed, Message: w.Message, Result: nullToNil(w.Result),
-		ScheduleID: w.ScheduleID, FireTime: w.FireTime.Time,
-	}
-	for _, r := range w.Runs {
-		taskID := r.TaskID
-		if taskID == "" {
-			taskID = w.TaskID
-		}
-		t.Runs = append(t.Runs, rota.Run{
-			ID: r.RunID, TaskID: taskID, WorkerID: r.WorkerID, WorkerAddress: r.WorkerAddress,
-			Attempt: r.Attempt, Status: r.Status, StartTime: r.StartTime.Time, EndTime: r.EndTime.Time,
-			LeaseExpiresAt: r.LeaseExpiresAt.Time, Deadline: r.Deadline.Time, StopRequested: r.StopRequested,
-			Message: r.Message,
-		})
-	}
-	return t
+	return out
 }
 
 // nullToNil maps an absent or null JSON value to nil.
@@ -114,55 +58,104 @@ func nullToNil(m json.RawMessage) json.RawMessage {
 	return m
 }
 
-type kindWire struct {
-	Kind             string  `json:"kind"`
-	PriorityFactor   int     `json:"priority_factor"`
-	Paused           bool    `json:"paused"`
-	MaxRunning       int     `json:"max_running"`
-	Rate             float64 `json:"rate"`
-	RetentionSeconds int     `json:"retention_seconds"`
+// taskIn is a rotaapi.Task.
+type taskIn struct {
+	rotaapi.Task
+	CreatedAt unixTime `json:"created_at"`
+	RunAt     unixTime `json:"run_at"`
+	StartTime unixTime `json:"start_time"`
+	EndTime   unixTime `json:"end_time"`
+	FireTime  unixTime `json:"fire_time"`
 }
 
-func (w *kindWire) kind() rota.Kind {
+func (w *taskIn) task() rota.Task {
+	return rota.Task{
+		ID: w.TaskID, Kind: w.Kind, Priority: w.Priority, Payload: w.Task.Task, Key: w.Key,
+		Status: w.Status, Attempt: w.Attempt, MaxRetries: w.MaxRetries, Workers: w.Workers,
+		WorkerIDs: w.WorkerIDs, TimeoutSeconds: w.TimeoutSeconds, HeartbeatTimeoutSeconds: w.HeartbeatTimeoutSeconds,
+		CreatedAt: w.CreatedAt.Time, RunAt: w.RunAt.Time, StartTime: w.StartTime.Time, EndTime: w.EndTime.Time,
+		WorkerAddress: w.WorkerAddress, IsSucceed: w.IsSucceed, Message: w.Message, Result: nullToNil(w.Result),
+		ScheduleID: w.ScheduleID, FireTime: w.FireTime.Time,
+	}
+}
+
+// taskDetailIn is a rotaapi.TaskDetail.
+type taskDetailIn struct {
+	taskIn
+	Runs []runIn `json:"runs"`
+}
+
+func (w *taskDetailIn) task() rota.Task {
+	t := w.taskIn.task()
+	for i := range w.Runs {
+		t.Runs = append(t.Runs, w.Runs[i].run(w.TaskID))
+	}
+	return t
+}
+
+// runIn is a rotaapi.Run.
+type runIn struct {
+	rotaapi.Run
+	StartTime      unixTime `json:"start_time"`
+	EndTime        unixTime `json:"end_time"`
+	LeaseExpiresAt unixTime `json:"lease_expires_at"`
+	Deadline       unixTime `json:"deadline"`
+}
+
+// run returns the run, of task taskID unless it names its own.
+func (r *runIn) run(taskID string) rota.Run {
+	if r.TaskID != "" {
+		taskID = r.TaskID
+	}
+	return rota.Run{
+		ID: r.RunID, TaskID: taskID, WorkerID: r.WorkerID, WorkerAddress: r.WorkerAddress,
+		Attempt: r.Attempt, Status: r.Status, StartTime: r.StartTime.Time, EndTime: r.EndTime.Time,
+		LeaseExpiresAt: r.LeaseExpiresAt.Time, Deadline: r.Deadline.Time, StopRequested: r.StopRequested,
+		Message: r.Message,
+	}
+}
+
+// taskListIn is a rotaapi.TaskList.
+type taskListIn struct {
+	rotaapi.TaskList
+	Tasks []taskIn `json:"tasks"`
+}
+
+func kindOf(w *rotaapi.Kind) rota.Kind {
 	return rota.Kind{
 		Name: w.Kind, PriorityFactor: w.PriorityFactor, Paused: w.Paused, MaxRunning: w.MaxRunning,
 		Rate: w.Rate, RetentionSeconds: w.RetentionSeconds,
 	}
 }
 
-type workerWire struct {
-	WorkerID      string            `json:"worker_id"`
-	Address       string            `json:"address"`
-	Kinds         []string          `json:"kinds"`
-	Running       int               `json:"running"`
-	FirstSeen     unixTime          `json:"first_seen"`
-	LastSeen      unixTime          `json:"last_seen"`
-	Status        rota.WorkerStatus `json:"status"`
-	StopRequested bool              `json:"stop_requested"`
+// workerIn is a rotaapi.Worker.
+type workerIn struct {
+	rotaapi.Worker
+	FirstSeen unixTime `json:"first_seen"`
+	LastSeen  unixTime `json:"last_seen"`
 }
 
-func (w *workerWire) worker() rota.Worker {
+func (w *workerIn) worker() rota.Worker {
 	return rota.Worker{
 		ID: w.WorkerID, Address: w.Address, Kinds: w.Kinds, Running: w.Running,
 		FirstSeen: w.FirstSeen.Time, LastSeen: w.LastSeen.Time, Status: w.Status, StopRequested: w.StopRequested,
 	}
 }
 
-type claimedWire struct {
-	TaskID                  string          `json:"task_id"`
-	RunID                   string          `json:"run_id"`
-	Kind                    string          `json:"kind"`
-	Priority                rota.Priority   `json:"priority"`
-	Task                    json.RawMessage `json:"task"`
-	Attempt                 int             `json:"attempt"`
-	HeartbeatTimeoutSeconds int             `json:"heartbeat_timeout_seconds"`
-	TimeoutSeconds          int             `json:"timeout_seconds"`
-	LeaseExpiresAt          unixTime        `json:"lease_expires_at"`
-	StartedAt               unixTime        `json:"started_at"`
-	StartedAtMs             int64           `json:"started_at_ms"`
+// workerListIn is a rotaapi.WorkerList.
+type workerListIn struct {
+	rotaapi.WorkerList
+	Workers []workerIn `json:"workers"`
 }
 
-func (w *claimedWire) claimed() rota.ClaimedRun {
+// claimedIn is a rotaapi.ClaimedRun.
+type claimedIn struct {
+	rotaapi.ClaimedRun
+	LeaseExpiresAt unixTime `json:"lease_expires_at"`
+	StartedAt      unixTime `json:"started_at"`
+}
+
+func (w *claimedIn) claimed() rota.ClaimedRun {
 	started := w.StartedAt.Time
 	if w.StartedAtMs > 0 {
 		started = time.UnixMilli(w.StartedAtMs).UTC()
@@ -172,4 +165,91 @@ func (w *claimedWire) claimed() rota.ClaimedRun {
 		Attempt: w.Attempt, HeartbeatTimeoutSeconds: w.HeartbeatTimeoutSeconds,
 		TimeoutSeconds: w.TimeoutSeconds, LeaseExpiresAt: w.LeaseExpiresAt.Time, StartedAt: started,
 	}
+}
+
+// claimResponseIn is a rotaapi.ClaimResponse.
+type claimResponseIn struct {
+	rotaapi.ClaimResponse
+	Tasks []claimedIn `json:"tasks"`
+}
+
+// heartbeatIn is a rotaapi.HeartbeatResponse.
+type heartbeatIn struct {
+	rotaapi.HeartbeatResponse
+	LeaseExpiresAt unixTime `json:"lease_expires_at"`
+}
+
+// scheduleIn is a rotaapi.Schedule.
+type scheduleIn struct {
+	rotaapi.Schedule
+	Plan         *schedulePlanIn `json:"plan"`
+	CreatedAt    unixTime        `json:"created_at"`
+	UpdatedAt    unixTime        `json:"updated_at"`
+	NextFireTime unixTime        `json:"next_fire_time"`
+	HighWater    unixTime        `json:"high_water"`
+	EndedAt      unixTime        `json:"ended_at"`
+}
+
+// schedulePlanIn is a rotaapi.SchedulePlan.
+type schedulePlanIn struct {
+	rotaapi.SchedulePlan
+	PlanAt unixTime `json:"plan_at"`
+}
+
+func (w *scheduleIn) schedule() rota.Schedule {
+	s := rota.Schedule{
+		ID: w.ScheduleID, Name: w.Name, Kind: w.Kind, Priority: w.Priority, Payload: nullToNil(w.Task),
+		CronExpr: w.CronExpr, Timezone: w.Timezone, Enabled: w.Enabled, MaxConcurrency: w.MaxConcurrency,
+		ConcurrencyPolicy: w.ConcurrencyPolicy, OverlapAction: w.OverlapAction,
+		FailureAction: w.FailureAction, MisfirePolicy: w.MisfirePolicy,
+		CatchupLimit: w.CatchupLimit, TimeoutSeconds: w.TimeoutSeconds, Version: w.Version,
+		CreatedAt: w.CreatedAt.Time, UpdatedAt: w.UpdatedAt.Time,
+		ScheduleState: rota.ScheduleState{
+			HighWater: w.HighWater.Time, NextFire: w.NextFireTime.Time, LastRunID: w.LastRunID,
+			Ended: w.Ended, EndedAt: w.EndedAt.Time, MisfireDropped: w.MisfireDropped,
+		},
+	}
+	if p := w.Plan; p != nil {
+		s.Plan = &rota.PlanSpec{Type: p.PlanType, Value: p.PlanValue, Repeat: p.PlanRepet, Time: p.PlanTime, NoKeep: p.NoKeep}
+		s.PlanSeq, s.PlanAt, s.RealRepet = p.Seq, p.PlanAt.Time, p.RealRepet
+	}
+	if t := w.Target; t != nil {
+		s.Target = &rota.Target{URL: t.URL, Method: t.Method, Headers: t.Headers}
+	}
+	return s
+}
+
+// scheduleListIn is a rotaapi.ScheduleList.
+type scheduleListIn struct {
+	rotaapi.ScheduleList
+	Schedules []scheduleIn `json:"schedules"`
+}
+
+// scheduleRunIn is a rotaapi.ScheduleRun.
+type scheduleRunIn struct {
+	rotaapi.ScheduleRun
+	FireTime  unixTime `json:"fire_time"`
+	CreatedAt unixTime `json:"created_at"`
+	StartTime unixTime `json:"start_time"`
+	EndTime   unixTime `json:"end_time"`
+}
+
+func (w *scheduleRunIn) run() rota.ScheduleRun {
+	return rota.ScheduleRun{
+		TaskID: w.TaskID, FireTime: w.FireTime.Time, Attempt: w.Attempt, Status: w.Status,
+		Reason: w.Reason, Triggered: w.Triggered, Held: w.Held, CreatedAt: w.CreatedAt.Time,
+		StartTime: w.StartTime.Time, EndTime: w.EndTime.Time, Message: w.Message,
+	}
+}
+
+// scheduleRunListIn is a rotaapi.ScheduleRunList.
+type scheduleRunListIn struct {
+	rotaapi.ScheduleRunList
+	Runs []scheduleRunIn `json:"runs"`
+}
+
+// triggerIn is a rotaapi.TriggerResponse.
+type triggerIn struct {
+	rotaapi.TriggerResponse
+	FireTime unixTime `json:"fire_time"`
 }

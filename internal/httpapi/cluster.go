@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/rotaapi"
 )
 
 // NodeLiveness is how long after its last heartbeat a node still counts as
@@ -18,39 +18,13 @@ func (a *API) mountCluster(mux *http.ServeMux) {
 	mount(a, mux, "GET /api/cluster", bodyNone, a.cluster)
 }
 
-// nodeJSON is one node of GET /api/cluster.
-type nodeJSON struct {
-	NodeID        string `json:"node_id"`
-	Address       string `json:"address"`
-	Version       string `json:"version"`
-	StartedAt     int64  `json:"started_at"`
-	LastHeartbeat int64  `json:"last_heartbeat"`
-	Leader        bool   `json:"leader"`
-}
-
-// clusterResponse is the data of GET /api/cluster.
-type clusterResponse struct {
-	Nodes []nodeJSON `json:"nodes"`
-}
-
 // cluster lists the live nodes and which one leads.
 //
 // GET /api/cluster
-func (a *API) cluster(ctx context.Context, _ *noRequest) (*clusterResponse, error) {
+func (a *API) cluster(ctx context.Context, _ *noRequest) (*rotaapi.Cluster, error) {
 	nodes, err := a.store.NodeList(ctx, a.now(), NodeLiveness)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	out := &clusterResponse{Nodes: make([]nodeJSON, 0, len(nodes))}
-	for _, n := range nodes {
-		out.Nodes = append(out.Nodes, toNodeJSON(n))
-	}
-	return out, nil
-}
-
-func toNodeJSON(n rota.Node) nodeJSON {
-	return nodeJSON{
-		NodeID: n.ID, Address: n.Address, Version: n.Version,
-		StartedAt: unix(n.StartedAt), LastHeartbeat: unix(n.LastHeartbeat), Leader: n.Leader,
-	}
+	return &rotaapi.Cluster{Nodes: convertAll(nodes, toNode)}, nil
 }

@@ -103,6 +103,7 @@ func decodeStrict(data []byte, dst any, prefix string) error {
 	if err := dec.Decode(dst); err != nil {
 		var typ *json.UnmarshalTypeError
 		if errors.As(err, &typ) && typ.Field != "" {
+			typ.Field = jsonPath(reflect.TypeOf(dst), typ.Field)
 			// An element of an array of the wrong type: name the array.
 			if ft := jsonFieldType(reflect.TypeOf(dst), typ.Field); ft != nil && ft.Kind() == reflect.Slice && ft != typ.Type &&
 				ft != reflect.TypeFor[json.RawMessage]() {
@@ -112,6 +113,31 @@ func decodeStrict(data []byte, dst any, prefix string) error {
 		return decodeError(err, prefix)
 	}
 	return nil
+}
+
+// jsonPath turns the path of an UnmarshalTypeError in a value of type t,
+// which names the embedded structs it went through by their Go names
+// ("SubmitRequest.kind"), into the path of JSON names the client sent
+// ("kind").
+func jsonPath(t reflect.Type, path string) string {
+	var out []string
+	for part := range strings.SplitSeq(path, ".") {
+		for t != nil && t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t == nil || t.Kind() != reflect.Struct {
+			t = nil
+			out = append(out, part)
+			continue
+		}
+		if f, ok := t.FieldByName(part); ok && f.Anonymous && f.Tag.Get("json") == "" {
+			t = f.Type // an embedded struct: its fields are the parent's
+			continue
+		}
+		out = append(out, part)
+		t = jsonFieldType(t, part)
+	}
+	return strings.Join(out, ".")
 }
 
 // jsonFieldType returns the type (pointers removed) of the field of the

@@ -9,19 +9,11 @@ import (
 	"net/http"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/rotaapi"
 )
 
 // envelope is the shape of every response body.
-type envelope struct {
-	Code    int    `json:"code"`    // 0 on success, else rota.Code.Number()
-	Message string `json:"message"` // "ok" on success, else what is wrong
-	Data    any    `json:"data"`    // the result; {"field": path} for bad input; else null
-}
-
-// fieldData is the data of an error about one input field.
-type fieldData struct {
-	Field string `json:"field"`
-}
+type envelope = rotaapi.Envelope[any]
 
 // internalMessage is all a client learns of a fault of the server.
 const internalMessage = "internal error: the server could not complete the request (details are in its log)"
@@ -37,7 +29,7 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code, msg, field := a.clientError(r.Context(), r.Method, r.URL.Path, err)
 	env := envelope{Code: code.Number(), Message: msg}
 	if field != "" {
-		env.Data = fieldData{Field: field}
+		env.Data = rotaapi.FieldData{Field: field}
 	}
 	a.writeEnvelope(w, r, code.HTTPStatus(), env)
 }

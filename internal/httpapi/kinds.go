@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/rotaapi"
 )
 
 // mountKinds registers the kind routes.
@@ -21,24 +22,15 @@ func (a *API) mountKinds(mux *http.ServeMux) {
 // must be {}).
 type noRequest struct{}
 
-// kindsResponse is the data of GET /api/kinds.
-type kindsResponse struct {
-	Kinds []*kindJSON `json:"kinds"`
-}
-
 // kindList returns every known kind by name.
 //
 // GET /api/kinds
-func (a *API) kindList(ctx context.Context, _ *noRequest) (*kindsResponse, error) {
+func (a *API) kindList(ctx context.Context, _ *noRequest) (*rotaapi.KindList, error) {
 	kinds, err := a.store.KindList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list kinds: %w", err)
 	}
-	out := &kindsResponse{Kinds: make([]*kindJSON, 0, len(kinds))}
-	for i := range kinds {
-		out.Kinds = append(out.Kinds, toKindJSON(&kinds[i]))
-	}
-	return out, nil
+	return &rotaapi.KindList{Kinds: convertAll(kinds, toKind)}, nil
 }
 
 // kindRequest names a kind in the path.
@@ -54,23 +46,19 @@ func (k *kindRequest) readRequest(r *http.Request) error {
 // kindGet returns one kind's settings.
 //
 // GET /api/kinds/{kind}
-func (a *API) kindGet(ctx context.Context, req *kindRequest) (*kindJSON, error) {
+func (a *API) kindGet(ctx context.Context, req *kindRequest) (*rotaapi.Kind, error) {
 	k, err := a.store.KindGet(ctx, req.kind)
 	if err != nil {
 		return nil, fmt.Errorf("get kind: %w", err)
 	}
-	return toKindJSON(k), nil
+	return new(toKind(k)), nil
 }
 
 // kindPutRequest is the body of PUT /api/kinds/{kind}: absent (or null)
 // fields keep their value (the defaults for a new kind).
 type kindPutRequest struct {
 	kindRequest
-	PriorityFactor   *int     `json:"priority_factor"`
-	Paused           *bool    `json:"paused"`
-	MaxRunning       *int     `json:"max_running"`
-	Rate             *float64 `json:"rate"`
-	RetentionSeconds *int     `json:"retention_seconds"`
+	rotaapi.KindPutRequest
 }
 
 func (k *kindPutRequest) validate(*API) error {
@@ -100,7 +88,7 @@ func (k *kindPutRequest) validate(*API) error {
 // kindPut creates a kind or changes some of its settings.
 //
 // PUT /api/kinds/{kind}
-func (a *API) kindPut(ctx context.Context, req *kindPutRequest) (*kindJSON, error) {
+func (a *API) kindPut(ctx context.Context, req *kindPutRequest) (*rotaapi.Kind, error) {
 	k, err := a.disp.KindUpsert(ctx, store.KindUpsertParams{
 		Name:             req.kind,
 		PriorityFactor:   req.PriorityFactor,
@@ -112,28 +100,28 @@ func (a *API) kindPut(ctx context.Context, req *kindPutRequest) (*kindJSON, erro
 	if err != nil {
 		return nil, fmt.Errorf("put kind: %w", err)
 	}
-	return toKindJSON(k), nil
+	return new(toKind(k)), nil
 }
 
 // kindPause stops handing out tasks of a kind (creating the kind if
 // needed); its tasks are still accepted.
 //
 // POST /api/kinds/{kind}/pause
-func (a *API) kindPause(ctx context.Context, req *kindRequest) (*kindJSON, error) {
+func (a *API) kindPause(ctx context.Context, req *kindRequest) (*rotaapi.Kind, error) {
 	return a.setPaused(ctx, req.kind, true)
 }
 
 // kindResume hands out tasks of a paused kind again and wakes its workers.
 //
 // POST /api/kinds/{kind}/resume
-func (a *API) kindResume(ctx context.Context, req *kindRequest) (*kindJSON, error) {
+func (a *API) kindResume(ctx context.Context, req *kindRequest) (*rotaapi.Kind, error) {
 	return a.setPaused(ctx, req.kind, false)
 }
 
-func (a *API) setPaused(ctx context.Context, kind string, paused bool) (*kindJSON, error) {
+func (a *API) setPaused(ctx context.Context, kind string, paused bool) (*rotaapi.Kind, error) {
 	k, err := a.disp.KindUpsert(ctx, store.KindUpsertParams{Name: kind, Paused: &paused})
 	if err != nil {
 		return nil, fmt.Errorf("pause kind: %w", err)
 	}
-	return toKindJSON(k), nil
+	return new(toKind(k)), nil
 }

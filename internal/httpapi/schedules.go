@@ -16,6 +16,7 @@ import (
 	"github.com/rotahq/rota/internal/netguard"
 	"github.com/rotahq/rota/internal/schedule"
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/rotaapi"
 )
 
 // Limits of the schedules API.
@@ -60,45 +61,6 @@ func (a *API) changed(id string) {
 
 // --- bodies ----------------------------------------------------------------
 
-// planBody is the plan object (seed 004).
-type planBody struct {
-	PlanType  string `json:"plan_type"`
-	PlanValue int    `json:"plan_value"`
-	PlanRepet int    `json:"plan_repet"`
-	PlanTime  int64  `json:"plan_time"`
-	NoKeep    bool   `json:"no_keep"`
-}
-
-// targetBody is the target object: Rota itself calls url.
-type targetBody struct {
-	URL     string            `json:"url"`
-	Method  string            `json:"method"`
-	Headers map[string]string `json:"headers"`
-}
-
-// scheduleBody is the body of POST /api/schedules and PATCH
-// /api/schedules/{id}: in a PATCH, absent fields are left as they are; a
-// cron_expr replaces a plan and a plan a cron_expr; "target": null removes
-// the target.
-type scheduleBody struct {
-	Name              *string         `json:"name"`
-	Kind              *string         `json:"kind"`
-	Task              json.RawMessage `json:"task"`
-	Priority          *string         `json:"priority"`
-	CronExpr          *string         `json:"cron_expr"`
-	Timezone          *string         `json:"timezone"`
-	Plan              *planBody       `json:"plan"`
-	Enabled           *bool           `json:"enabled"`
-	MaxConcurrency    *int            `json:"max_concurrency"`
-	ConcurrencyPolicy *string         `json:"concurrency_policy"`
-	OverlapAction     *string         `json:"overlap_action"`
-	FailureAction     *string         `json:"failure_action"`
-	MisfirePolicy     *string         `json:"misfire_policy"`
-	CatchupLimit      *int            `json:"catchup_limit"`
-	TimeoutSeconds    *int            `json:"timeout_seconds"`
-	Target            json.RawMessage `json:"target"`
-}
-
 // newSchedule is a schedule with the API's defaults.
 func newSchedule() rota.Schedule {
 	return rota.Schedule{
@@ -108,21 +70,22 @@ func newSchedule() rota.Schedule {
 	}
 }
 
-func checkEnum[T ~string](field string, v *string, valid func(T) bool, names string) (T, bool, error) {
+// checkEnum reads a policy given in any case; ok is false when v is nil.
+func checkEnum[T ~string](field string, v *T, valid func(T) bool, names string) (t T, ok bool, err error) {
 	if v == nil {
 		return "", false, nil
 	}
-	t := T(strings.ToUpper(*v))
+	t = T(strings.ToUpper(string(*v)))
 	if !valid(t) {
-		return "", false, rota.Invalid(field, "must be one of %s, got %s", names, shortQuote(*v))
+		return "", false, rota.Invalid(field, "must be one of %s, got %s", names, shortQuote(string(*v)))
 	}
 	return t, true, nil
 }
 
-// apply checks b and applies it to s; create says whether this is a new
-// schedule (required fields). A target is checked against a.guard, and a
-// target header value "***" keeps the value s had.
-func (b *scheduleBody) apply(a *API, s *rota.Schedule, create bool) error {
+// applySchedule checks b and applies it to s; create says whether this is
+// a new schedule (required fields). A target is checked against a.guard,
+// and a target header value "***" keeps the value s had.
+func applySchedule(a *API, b *rotaapi.ScheduleRequest, s *rota.Schedule, create bool) error {
 	maxPayload := a.maxPayload
 	if b.Name != nil {
 		if err := checkName("name", *b.Name, maxScheduleName); err != nil {
@@ -140,17 +103,12 @@ func (b *scheduleBody) apply(a *API, s *rota.Schedule, create bool) error {
 	} else if create {
 		return rota.Invalid("kind", "is required")
 	}
-	switch {
-	case len(b.Task) > 0:
-		if bytes.Equal(b.Task, []byte("null")) {
-			return rota.Invalid("task", "is required: any JSON value but null")
+	if len(b.Task) > 0 || create {
+		payload, err := checkPayload("task", b.Task, maxPayload)
+		if err != nil {
+			return err
 		}
-		if n := int64(len(b.Task)); n > maxPayload {
-			return tooLarge("task", n, maxPayload)
-		}
-		s.Payload = append(json.RawMessage(nil), b.Task...)
-	case create:
-		return rota.Invalid("task", "is required: any JSON value but null")
+		s.Payload = append(json.RawMessage(nil), payload...)
 	}
 	if b.Priority != nil {
 		p, err := checkPriority("priority", b.Priority)
@@ -250,7 +208,7 @@ func checkTarget(raw json.RawMessage, prev *rota.Target, guard *netguard.Guard) 
 	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		return nil, nil
 	}
-	var tb targetBody
+	var tb rotaapi.Target
 	if err := decodeStrict(raw, &tb, "target"); err != nil {
 		return nil, err
 	}
@@ -318,128 +276,23 @@ func armError(err error) error {
 	return err
 }
 
-// --- JSON ----------------------------------------------------------------
-
-// schedulePlanJSON is the plan object of a schedule, with its progress.
-type schedulePlanJSON struct {
-	planBody
-	Seq       int64 `json:"seq"`        // position of the pending or running occurrence
-	PlanAt    int64 `json:"plan_at"`    // its time
-	RealRepet int64 `json:"real_repet"` // successful executions
-	Remaining int64 `json:"remaining"`  // executions left; -1 forever
-}
-
-// scheduleJSON is a schedule as the API shows it.
-type scheduleJSON struct {
-	ScheduleID        string            `json:"schedule_id"`
-	Name              string            `json:"name"`
-	Kind              string            `json:"kind"`
-	Priority          rota.Priority     `json:"priority"`
-	Task              json.RawMessage   `json:"task"`
-	CronExpr          string            `json:"cron_expr"`
-	Timezone          string            `json:"timezone"`
-	Plan              *schedulePlanJSON `json:"plan"`
-	Enabled           bool              `json:"enabled"`
-	MaxConcurrency    int               `json:"max_concurrency"`
-	ConcurrencyPolicy string            `json:"concurrency_policy"`
-	OverlapAction     string            `json:"overlap_action"`
-	FailureAction     string            `json:"failure_action"`
-	MisfirePolicy     string            `json:"misfire_policy"`
-	CatchupLimit      int               `json:"catchup_limit"`
-	TimeoutSeconds    int               `json:"timeout_seconds"`
-	Target            *targetBody       `json:"target"`
-	Version           int64             `json:"version"`
-	CreatedAt         int64             `json:"created_at"`
-	UpdatedAt         int64             `json:"updated_at"`
-	NextFireTime      int64             `json:"next_fire_time"` // 0 when none (disabled, ended, waiting for a run)
-	HighWater         int64             `json:"high_water"`     // last fire time handled
-	LastRunID         string            `json:"last_run_id"`
-	MisfireDropped    int64             `json:"misfire_dropped"`
-	Ended             bool              `json:"ended"`
-	EndedAt           int64             `json:"ended_at"`
-}
-
-func toScheduleJSON(s *rota.Schedule) *scheduleJSON {
-	out := &scheduleJSON{
-		ScheduleID: s.ID, Name: s.Name, Kind: s.Kind, Priority: s.Priority, Task: rawOrNull(s.Payload),
-		CronExpr: s.CronExpr, Timezone: s.Timezone, Enabled: s.Enabled, MaxConcurrency: s.MaxConcurrency,
-		ConcurrencyPolicy: string(s.ConcurrencyPolicy), OverlapAction: string(s.OverlapAction),
-		FailureAction: string(s.FailureAction), MisfirePolicy: string(s.MisfirePolicy), CatchupLimit: s.CatchupLimit,
-		TimeoutSeconds: s.TimeoutSeconds, Version: s.Version, CreatedAt: unix(s.CreatedAt), UpdatedAt: unix(s.UpdatedAt),
-		HighWater: unix(s.HighWater), LastRunID: s.LastRunID, MisfireDropped: s.MisfireDropped,
-		Ended: s.Ended, EndedAt: unix(s.EndedAt),
-	}
-	if s.Enabled && !s.Ended {
-		out.NextFireTime = unix(s.NextFire)
-	}
-	if p := s.Plan; p != nil {
-		remaining := int64(-1)
-		if p.Repeat >= 0 {
-			remaining = max(int64(max(p.Repeat, 1))-s.PlanSeq+1, 0)
-			if s.Ended {
-				remaining = 0
-			}
-		}
-		out.Plan = &schedulePlanJSON{
-			planBody: planBody{PlanType: p.Type, PlanValue: p.Value, PlanRepet: p.Repeat, PlanTime: p.Time, NoKeep: p.NoKeep},
-			Seq:      s.PlanSeq, PlanAt: unix(s.PlanAt), RealRepet: s.RealRepet, Remaining: remaining,
-		}
-	}
-	if t := s.Target; t != nil {
-		// Header values are secrets (tokens): stored, never shown.
-		out.Target = &targetBody{URL: t.URL, Method: t.Method, Headers: make(map[string]string, len(t.Headers))}
-		for k := range t.Headers {
-			out.Target.Headers[k] = maskedValue
-		}
-	}
-	return out
-}
-
-// scheduleRunJSON is one run of a schedule.
-type scheduleRunJSON struct {
-	TaskID    string      `json:"task_id"`
-	FireTime  int64       `json:"fire_time"`
-	Attempt   int         `json:"attempt"`
-	Status    rota.Status `json:"status"`
-	Reason    string      `json:"reason"` // why a SKIPPED run was skipped
-	Triggered bool        `json:"triggered"`
-	Held      bool        `json:"held"` // queued (QUEUE), waiting for a slot
-	CreatedAt int64       `json:"created_at"`
-	StartTime int64       `json:"start_time"`
-	EndTime   int64       `json:"end_time"`
-	Message   string      `json:"message"`
-}
-
-func toScheduleRunJSON(r *rota.ScheduleRun) scheduleRunJSON {
-	return scheduleRunJSON{
-		TaskID: r.TaskID, FireTime: unix(r.FireTime), Attempt: r.Attempt, Status: r.Status, Reason: string(r.Reason),
-		Triggered: r.Triggered, Held: r.Held, CreatedAt: unix(r.CreatedAt), StartTime: unix(r.StartTime),
-		EndTime: unix(r.EndTime), Message: r.Message,
-	}
-}
-
 // --- handlers ------------------------------------------------------------
 
 // createRequest is the body of POST /api/schedules.
 type createRequest struct {
-	scheduleBody
+	rotaapi.ScheduleRequest
 	sched rota.Schedule // set by validate
 }
 
 func (c *createRequest) validate(a *API) error {
 	c.sched = newSchedule()
-	return c.apply(a, &c.sched, true)
-}
-
-// scheduleIDResponse is the data of POST /api/schedules.
-type scheduleIDResponse struct {
-	ScheduleID string `json:"schedule_id"`
+	return applySchedule(a, &c.ScheduleRequest, &c.sched, true)
 }
 
 // scheduleCreate stores a new schedule.
 //
 // POST /api/schedules
-func (a *API) scheduleCreate(ctx context.Context, req *createRequest) (*scheduleIDResponse, error) {
+func (a *API) scheduleCreate(ctx context.Context, req *createRequest) (*rotaapi.ScheduleIDResponse, error) {
 	now := a.now()
 	s := req.sched
 	s.ID = a.disp.NewID()
@@ -451,7 +304,7 @@ func (a *API) scheduleCreate(ctx context.Context, req *createRequest) (*schedule
 		return nil, fmt.Errorf("create schedule: %w", err)
 	}
 	a.changed(got.ID)
-	return &scheduleIDResponse{ScheduleID: got.ID}, nil
+	return &rotaapi.ScheduleIDResponse{ScheduleID: got.ID}, nil
 }
 
 // scheduleListRequest holds the query of GET /api/schedules.
@@ -460,50 +313,18 @@ type scheduleListRequest struct {
 }
 
 func (l *scheduleListRequest) readRequest(r *http.Request) error {
-	q, err := singleValues(r)
-	if err != nil {
-		return err
-	}
-	l.params.Limit = defaultListLimit
-	for name, v := range q {
-		switch name {
-		case "cursor":
-			if v != "" {
-				if err := checkID(name, v); err != nil {
-					return err
-				}
-			}
-			l.params.Cursor = v
-		case "limit":
-			if l.params.Limit, err = parseLimit(name, v, l.params.Limit); err != nil {
-				return err
-			}
-		default:
-			return unknownParam(name, "limit and cursor")
-		}
-	}
-	return nil
-}
-
-// scheduleListResponse is the data of GET /api/schedules.
-type scheduleListResponse struct {
-	Schedules  []*scheduleJSON `json:"schedules"`
-	NextCursor string          `json:"next_cursor"`
+	return readQuery(r, pageParams(&l.params.Limit, &l.params.Cursor, checkID)...)
 }
 
 // scheduleList lists schedules, newest first.
 //
 // GET /api/schedules?limit=&cursor=
-func (a *API) scheduleList(ctx context.Context, req *scheduleListRequest) (*scheduleListResponse, error) {
+func (a *API) scheduleList(ctx context.Context, req *scheduleListRequest) (*rotaapi.ScheduleList, error) {
 	res, err := a.store.ScheduleList(ctx, req.params)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
-	out := &scheduleListResponse{Schedules: make([]*scheduleJSON, 0, len(res.Schedules)), NextCursor: res.NextCursor}
-	for i := range res.Schedules {
-		out.Schedules = append(out.Schedules, toScheduleJSON(&res.Schedules[i]))
-	}
-	return out, nil
+	return &rotaapi.ScheduleList{Schedules: convertAll(res.Schedules, toSchedule), Page: rotaapi.Page{NextCursor: res.NextCursor}}, nil
 }
 
 // scheduleRef names a schedule in the path, by id or by name.
@@ -537,12 +358,12 @@ func (a *API) lookup(ctx context.Context, ref string) (*rota.Schedule, error) {
 // scheduleGet returns a schedule.
 //
 // GET /api/schedules/{id} (id or name)
-func (a *API) scheduleGet(ctx context.Context, req *scheduleRef) (*scheduleJSON, error) {
+func (a *API) scheduleGet(ctx context.Context, req *scheduleRef) (*rotaapi.Schedule, error) {
 	s, err := a.lookup(ctx, req.ref)
 	if err != nil {
 		return nil, fmt.Errorf("get schedule: %w", err)
 	}
-	return toScheduleJSON(s), nil
+	return new(toSchedule(s)), nil
 }
 
 // edit reads the schedule, applies mod, re-arms it and stores it,
@@ -579,20 +400,20 @@ func (a *API) edit(ctx context.Context, ref string, mod func(s *rota.Schedule) e
 // updateScheduleRequest is PATCH /api/schedules/{id}.
 type updateScheduleRequest struct {
 	scheduleRef
-	scheduleBody
+	rotaapi.ScheduleRequest
 }
 
 // scheduleUpdate changes a schedule. Nothing fires retroactively: fire
 // times before the edit are never fired.
 //
 // PATCH /api/schedules/{id}
-func (a *API) scheduleUpdate(ctx context.Context, req *updateScheduleRequest) (*scheduleJSON, error) {
-	s, err := a.edit(ctx, req.ref, func(s *rota.Schedule) error { return req.apply(a, s, false) })
+func (a *API) scheduleUpdate(ctx context.Context, req *updateScheduleRequest) (*rotaapi.Schedule, error) {
+	s, err := a.edit(ctx, req.ref, func(s *rota.Schedule) error { return applySchedule(a, &req.ScheduleRequest, s, false) })
 	if err != nil {
 		return nil, fmt.Errorf("update schedule: %w", err)
 	}
 	a.changed(s.ID)
-	return toScheduleJSON(s), nil
+	return new(toSchedule(s)), nil
 }
 
 // scheduleDelete deletes a schedule; its held runs, and the unstarted runs
@@ -600,7 +421,7 @@ func (a *API) scheduleUpdate(ctx context.Context, req *updateScheduleRequest) (*
 // they are.
 //
 // DELETE /api/schedules/{id}
-func (a *API) scheduleDelete(ctx context.Context, req *scheduleRef) (*scheduleIDResponse, error) {
+func (a *API) scheduleDelete(ctx context.Context, req *scheduleRef) (*rotaapi.ScheduleIDResponse, error) {
 	s, err := a.lookup(ctx, req.ref)
 	if err != nil {
 		return nil, fmt.Errorf("delete schedule: %w", err)
@@ -609,45 +430,39 @@ func (a *API) scheduleDelete(ctx context.Context, req *scheduleRef) (*scheduleID
 		return nil, fmt.Errorf("delete schedule: %w", err)
 	}
 	a.changed(s.ID)
-	return &scheduleIDResponse{ScheduleID: s.ID}, nil
+	return &rotaapi.ScheduleIDResponse{ScheduleID: s.ID}, nil
 }
 
 // schedulePause disables a schedule: it fires nothing until resumed.
 //
 // POST /api/schedules/{id}/pause
-func (a *API) schedulePause(ctx context.Context, req *scheduleRef) (*scheduleJSON, error) {
+func (a *API) schedulePause(ctx context.Context, req *scheduleRef) (*rotaapi.Schedule, error) {
 	s, err := a.edit(ctx, req.ref, func(s *rota.Schedule) error { s.Enabled = false; return nil })
 	if err != nil {
 		return nil, fmt.Errorf("pause schedule: %w", err)
 	}
 	a.changed(s.ID)
-	return toScheduleJSON(s), nil
+	return new(toSchedule(s)), nil
 }
 
 // scheduleResume enables a schedule. Fire times of the pause are not
 // caught up: the misfire policy applies from the resume on.
 //
 // POST /api/schedules/{id}/resume
-func (a *API) scheduleResume(ctx context.Context, req *scheduleRef) (*scheduleJSON, error) {
+func (a *API) scheduleResume(ctx context.Context, req *scheduleRef) (*rotaapi.Schedule, error) {
 	s, err := a.edit(ctx, req.ref, func(s *rota.Schedule) error { s.Enabled = true; return nil })
 	if err != nil {
 		return nil, fmt.Errorf("resume schedule: %w", err)
 	}
 	a.changed(s.ID)
-	return toScheduleJSON(s), nil
-}
-
-// triggerResponse is the data of POST /api/schedules/{id}/trigger.
-type triggerResponse struct {
-	TaskID   string `json:"task_id"`
-	FireTime int64  `json:"fire_time"`
+	return new(toSchedule(s)), nil
 }
 
 // scheduleTrigger fires a schedule once, now, outside its series and its
 // policies (paused or not).
 //
 // POST /api/schedules/{id}/trigger
-func (a *API) scheduleTrigger(ctx context.Context, req *scheduleRef) (*triggerResponse, error) {
+func (a *API) scheduleTrigger(ctx context.Context, req *scheduleRef) (*rotaapi.TriggerResponse, error) {
 	s, err := a.lookup(ctx, req.ref)
 	if err != nil {
 		return nil, fmt.Errorf("trigger schedule: %w", err)
@@ -662,7 +477,7 @@ func (a *API) scheduleTrigger(ctx context.Context, req *scheduleRef) (*triggerRe
 	}
 	a.disp.Notify(s.Kind, n)
 	a.changed(s.ID)
-	return &triggerResponse{TaskID: r.TaskID, FireTime: unix(r.FireTime)}, nil
+	return &rotaapi.TriggerResponse{TaskID: r.TaskID, FireTime: rotaapi.Unix(r.FireTime)}, nil
 }
 
 // scheduleRunsRequest is GET /api/schedules/{id}/runs.
@@ -675,40 +490,14 @@ func (s *scheduleRunsRequest) readRequest(r *http.Request) error {
 	if err := s.scheduleRef.readRequest(r); err != nil {
 		return err
 	}
-	q, err := singleValues(r)
-	if err != nil {
-		return err
-	}
-	s.params.Limit = defaultListLimit
-	for name, v := range q {
-		switch name {
-		case "status":
-			if s.params.Status, err = parseStatus(name, v); err != nil {
-				return err
-			}
-		case "cursor":
-			s.params.Cursor = v
-		case "limit":
-			if s.params.Limit, err = parseLimit(name, v, s.params.Limit); err != nil {
-				return err
-			}
-		default:
-			return unknownParam(name, "status, limit and cursor")
-		}
-	}
-	return nil
-}
-
-// scheduleRunsResponse is the data of GET /api/schedules/{id}/runs.
-type scheduleRunsResponse struct {
-	Runs       []scheduleRunJSON `json:"runs"`
-	NextCursor string            `json:"next_cursor"`
+	p := &s.params
+	return readQuery(r, append([]queryParam{statusParam(&p.Status)}, pageParams(&p.Limit, &p.Cursor, nil)...)...)
 }
 
 // scheduleRuns lists a schedule's runs, newest fire first.
 //
 // GET /api/schedules/{id}/runs?status=&limit=&cursor=
-func (a *API) scheduleRuns(ctx context.Context, req *scheduleRunsRequest) (*scheduleRunsResponse, error) {
+func (a *API) scheduleRuns(ctx context.Context, req *scheduleRunsRequest) (*rotaapi.ScheduleRunList, error) {
 	s, err := a.lookup(ctx, req.ref)
 	if err != nil {
 		return nil, fmt.Errorf("schedule runs: %w", err)
@@ -719,11 +508,7 @@ func (a *API) scheduleRuns(ctx context.Context, req *scheduleRunsRequest) (*sche
 	if err != nil {
 		return nil, fmt.Errorf("schedule runs: %w", err)
 	}
-	out := &scheduleRunsResponse{Runs: make([]scheduleRunJSON, 0, len(res.Runs)), NextCursor: res.NextCursor}
-	for i := range res.Runs {
-		out.Runs = append(out.Runs, toScheduleRunJSON(&res.Runs[i]))
-	}
-	return out, nil
+	return &rotaapi.ScheduleRunList{Runs: convertAll(res.Runs, toScheduleRun), Page: rotaapi.Page{NextCursor: res.NextCursor}}, nil
 }
 
 // previewQuery reads n and from (unix seconds; default now).
@@ -772,23 +557,10 @@ func (n *nextRequest) readRequest(r *http.Request) error {
 	return nil
 }
 
-// fireTimesResponse is the data of /next and /preview.
-type fireTimesResponse struct {
-	FireTimes []int64 `json:"fire_times"`
-}
-
-func toFireTimes(ts []time.Time) *fireTimesResponse {
-	out := &fireTimesResponse{FireTimes: make([]int64, 0, len(ts))}
-	for _, t := range ts {
-		out.FireTimes = append(out.FireTimes, t.Unix())
-	}
-	return out
-}
-
 // scheduleNext lists the next fire times of a stored schedule.
 //
 // GET /api/schedules/{id}/next?n=10&from=<unix s>
-func (a *API) scheduleNext(ctx context.Context, req *nextRequest) (*fireTimesResponse, error) {
+func (a *API) scheduleNext(ctx context.Context, req *nextRequest) (*rotaapi.FireTimes, error) {
 	n, from, err := previewQuery(req.query, a.now())
 	if err != nil {
 		return nil, err
@@ -804,17 +576,10 @@ func (a *API) scheduleNext(ctx context.Context, req *nextRequest) (*fireTimesRes
 	return toFireTimes(ts), nil
 }
 
-// previewRequest is a schedule body plus n and from; nothing is saved.
-type previewRequest struct {
-	scheduleBody
-	N    *int   `json:"n"`
-	From *int64 `json:"from"`
-}
-
 // schedulePreview lists the fire times a schedule body would have.
 //
 // POST /api/schedules/preview
-func (a *API) schedulePreview(ctx context.Context, req *previewRequest) (*fireTimesResponse, error) {
+func (a *API) schedulePreview(ctx context.Context, req *rotaapi.SchedulePreviewRequest) (*rotaapi.FireTimes, error) {
 	q := url.Values{}
 	if req.N != nil {
 		q.Set("n", strconv.Itoa(*req.N))
@@ -828,19 +593,17 @@ func (a *API) schedulePreview(ctx context.Context, req *previewRequest) (*fireTi
 	}
 	s := newSchedule()
 	// Only the timetable matters: name, kind and task are optional here.
-	b := req.scheduleBody
+	b := req.ScheduleRequest
 	if b.Name == nil {
-		b.Name = new(string)
-		*b.Name = "preview"
+		b.Name = new("preview")
 	}
 	if b.Kind == nil {
-		b.Kind = new(string)
-		*b.Kind = "preview"
+		b.Kind = new("preview")
 	}
 	if len(b.Task) == 0 {
 		b.Task = json.RawMessage(`{}`)
 	}
-	if err := b.apply(a, &s, true); err != nil {
+	if err := applySchedule(a, &b, &s, true); err != nil {
 		return nil, err
 	}
 	if err := schedule.Arm(&s, nil, from); err != nil {

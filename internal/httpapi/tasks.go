@@ -11,6 +11,7 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/rotaapi"
 )
 
 // mountTasks registers the task routes.
@@ -26,18 +27,7 @@ func (a *API) mountTasks(mux *http.ServeMux) {
 
 // submitRequest is the body of POST /api/tasks and one item of a batch.
 type submitRequest struct {
-	Kind                    string          `json:"kind"`
-	Priority                *string         `json:"priority"`
-	Task                    json.RawMessage `json:"task"`
-	Key                     *string         `json:"key"`
-	RunAt                   *int64          `json:"run_at"`
-	DelaySeconds            *int64          `json:"delay_seconds"`
-	RunAtMS                 *int64          `json:"run_at_ms"` // unix milliseconds: run_at with sub-second precision
-	MaxRetries              *int            `json:"max_retries"`
-	TimeoutSeconds          *int            `json:"timeout_seconds"`
-	HeartbeatTimeoutSeconds *int            `json:"heartbeat_timeout_seconds"`
-	WorkerIDs               []string        `json:"worker_ids"`
-	Workers                 *int            `json:"workers"`
+	rotaapi.SubmitRequest
 
 	params store.TaskInsertParams // set by validate
 }
@@ -67,103 +57,132 @@ func (s *submitRequest) check(maxPayload int64, prefix string, now time.Time) (s
 	if p.Priority, err = checkPriority(f("priority"), s.Priority); err != nil {
 		return p, err
 	}
-	if len(s.Task) == 0 || bytes.Equal(s.Task, []byte("null")) {
-		return p, rota.Invalid(f("task"), "is required: any JSON value but null")
+	if p.Payload, err = checkPayload(f("task"), s.Task, maxPayload); err != nil {
+		return p, err
 	}
-	if n := int64(len(s.Task)); n > maxPayload {
-		return p, tooLarge(f("task"), n, maxPayload)
-	}
-	p.Payload = s.Task
 	if s.Key != nil {
 		if err := checkName(f("key"), *s.Key, maxKeyLen); err != nil {
 			return p, err
 		}
 		p.Key = *s.Key
 	}
+	if err := s.checkRunAt(f, now, &p); err != nil {
+		return p, err
+	}
+	if err := s.checkLimits(f, &p); err != nil {
+		return p, err
+	}
+	if err := s.checkWorkers(f, &p); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// checkPayload checks a task's payload: any JSON value but null, at most
+// maxPayload bytes.
+func checkPayload(field string, task json.RawMessage, maxPayload int64) (json.RawMessage, error) {
+	if len(task) == 0 || bytes.Equal(task, []byte("null")) {
+		return nil, rota.Invalid(field, "is required: any JSON value but null")
+	}
+	if n := int64(len(task)); n > maxPayload {
+		return nil, tooLarge(field, n, maxPayload)
+	}
+	return task, nil
+}
+
+// checkRunAt sets p.RunAt from one of run_at, run_at_ms or delay_seconds
+// (a past instant means now).
+func (s *submitRequest) checkRunAt(f func(string) string, now time.Time, p *store.TaskInsertParams) error {
 	switch {
 	case s.RunAt != nil && s.DelaySeconds != nil:
-		return p, rota.Invalid(f("delay_seconds"), "give run_at or delay_seconds, not both")
+		return rota.Invalid(f("delay_seconds"), "give run_at or delay_seconds, not both")
 	case s.RunAtMS != nil && (s.RunAt != nil || s.DelaySeconds != nil):
-		return p, rota.Invalid(f("run_at_ms"), "give one of run_at, run_at_ms or delay_seconds")
+		return rota.Invalid(f("run_at_ms"), "give one of run_at, run_at_ms or delay_seconds")
 	case s.RunAtMS != nil:
 		if err := checkRange(f("run_at_ms"), *s.RunAtMS, 0, maxRunAt*1000); err != nil {
-			return p, err
+			return err
 		}
 		if at := time.UnixMilli(*s.RunAtMS).UTC(); at.After(now) {
 			p.RunAt = at
 		}
 	case s.RunAt != nil:
 		if err := checkRange(f("run_at"), *s.RunAt, 0, maxRunAt); err != nil {
-			return p, err
+			return err
 		}
 		if at := time.Unix(*s.RunAt, 0).UTC(); at.After(now) {
 			p.RunAt = at
 		}
 	case s.DelaySeconds != nil:
 		if err := checkRange(f("delay_seconds"), *s.DelaySeconds, 0, maxDelaySeconds); err != nil {
-			return p, err
+			return err
 		}
 		p.RunAt = now.Add(time.Duration(*s.DelaySeconds) * time.Second)
 	}
+	return nil
+}
+
+// checkLimits sets the retry budget and the timeouts given.
+func (s *submitRequest) checkLimits(f func(string) string, p *store.TaskInsertParams) error {
 	if s.MaxRetries != nil {
 		if err := checkRange(f("max_retries"), *s.MaxRetries, 0, maxRetriesCap); err != nil {
-			return p, err
+			return err
 		}
 		p.MaxRetries = *s.MaxRetries
 	}
 	if s.TimeoutSeconds != nil {
 		if err := checkRange(f("timeout_seconds"), *s.TimeoutSeconds, 0, maxTimeoutSeconds); err != nil {
-			return p, err
+			return err
 		}
 		p.TimeoutSeconds = *s.TimeoutSeconds
 	}
 	if s.HeartbeatTimeoutSeconds != nil {
 		if err := checkRange(f("heartbeat_timeout_seconds"), *s.HeartbeatTimeoutSeconds, 1, maxHeartbeatTimeout); err != nil {
-			return p, err
+			return err
 		}
 		p.HeartbeatTimeoutSeconds = *s.HeartbeatTimeoutSeconds
 	}
-	if p.WorkerIDs, err = checkWorkerIDs(f("worker_ids"), s.WorkerIDs); err != nil {
-		return p, err
+	return nil
+}
+
+// checkWorkers sets the allowed workers and the number of workers that
+// must each run the task, refusing a number the allowed ones cannot reach.
+func (s *submitRequest) checkWorkers(f func(string) string, p *store.TaskInsertParams) error {
+	ids, err := checkWorkerIDs(f("worker_ids"), s.WorkerIDs)
+	if err != nil {
+		return err
 	}
-	if len(p.WorkerIDs) == 0 {
-		p.WorkerIDs = nil
+	if len(ids) > 0 {
+		p.WorkerIDs = ids
 	}
 	if s.Workers != nil {
 		if err := checkRange(f("workers"), *s.Workers, 1, maxWorkersCap); err != nil {
-			return p, err
+			return err
 		}
 		p.Workers = *s.Workers
 	}
 	if n := len(p.WorkerIDs); n > 0 && p.Workers > n {
-		return p, rota.Invalid(f("workers"), "is %d but only %d workers are allowed by worker_ids: the task could never finish", p.Workers, n)
+		return rota.Invalid(f("workers"), "is %d but only %d workers are allowed by worker_ids: the task could never finish", p.Workers, n)
 	}
-	return p, nil
-}
-
-// submitResponse is the data of POST /api/tasks.
-type submitResponse struct {
-	TaskID   string `json:"task_id"`
-	Existing bool   `json:"existing,omitempty"` // an unfinished task with the same kind and key was returned
+	return nil
 }
 
 // taskSubmit stores a new task, or returns the unfinished task of the same
 // kind and key.
 //
 // POST /api/tasks
-func (a *API) taskSubmit(ctx context.Context, req *submitRequest) (*submitResponse, error) {
+func (a *API) taskSubmit(ctx context.Context, req *submitRequest) (*rotaapi.SubmitResponse, error) {
 	p := req.params
 	p.ID = a.disp.NewID()
 	res, err := a.disp.Submit(ctx, []store.TaskInsertParams{p})
 	if err != nil {
 		return nil, fmt.Errorf("submit task: %w", err)
 	}
-	return &submitResponse{TaskID: res[0].Task.ID, Existing: res[0].Existing}, nil
+	return &rotaapi.SubmitResponse{TaskID: res[0].Task.ID, Existing: res[0].Existing}, nil
 }
 
 // batchRequest is the body of POST /api/tasks/batch.
 type batchRequest struct {
-	Tasks []json.RawMessage `json:"tasks"`
+	rotaapi.BatchSubmitRequest
 
 	params []store.TaskInsertParams // set by validate
 }
@@ -194,21 +213,10 @@ func (b *batchRequest) checkItems(a *API, now time.Time) error {
 	return nil
 }
 
-// batchResult is one item of the data of POST /api/tasks/batch.
-type batchResult struct {
-	TaskID   string `json:"task_id"`
-	Existing bool   `json:"existing"`
-}
-
-// batchResponse is the data of POST /api/tasks/batch.
-type batchResponse struct {
-	Results []batchResult `json:"results"`
-}
-
 // taskSubmitBatch stores up to 1000 tasks in one transaction: all or none.
 //
 // POST /api/tasks/batch
-func (a *API) taskSubmitBatch(ctx context.Context, req *batchRequest) (*batchResponse, error) {
+func (a *API) taskSubmitBatch(ctx context.Context, req *batchRequest) (*rotaapi.BatchSubmitResponse, error) {
 	for i := range req.params {
 		req.params[i].ID = a.disp.NewID()
 	}
@@ -216,9 +224,9 @@ func (a *API) taskSubmitBatch(ctx context.Context, req *batchRequest) (*batchRes
 	if err != nil {
 		return nil, fmt.Errorf("submit batch: %w", err)
 	}
-	out := &batchResponse{Results: make([]batchResult, len(res))}
+	out := &rotaapi.BatchSubmitResponse{Results: make([]rotaapi.SubmitResult, len(res))}
 	for i, r := range res {
-		out.Results[i] = batchResult{TaskID: r.Task.ID, Existing: r.Existing}
+		out.Results[i] = rotaapi.SubmitResult{TaskID: r.Task.ID, Existing: r.Existing}
 	}
 	return out, nil
 }
@@ -229,45 +237,18 @@ type listRequest struct {
 }
 
 func (l *listRequest) readRequest(r *http.Request) error {
-	q, err := singleValues(r)
-	if err != nil {
-		return err
-	}
-	l.params.Limit = defaultListLimit
-	for name, v := range q {
-		switch name {
-		case "kind":
-			if v != "" {
-				if err := checkKind(name, v); err != nil {
-					return err
-				}
-			}
-			l.params.Kind = v
-		case "status":
-			if l.params.Status, err = parseStatus(name, v); err != nil {
-				return err
-			}
-		case "key":
-			if v != "" {
-				if err := checkName(name, v, maxKeyLen); err != nil {
-					return err
-				}
-			}
-			l.params.Key = v
-		case "cursor":
-			if v != "" {
-				if err := checkID(name, v); err != nil {
-					return rota.Invalid(name, "must be the next_cursor of a previous page (32 lowercase hex characters), got %s", shortQuote(v))
-				}
-			}
-			l.params.Cursor = v
-		case "limit":
-			if l.params.Limit, err = parseLimit(name, v, l.params.Limit); err != nil {
-				return err
-			}
-		default:
-			return unknownParam(name, "kind, status, key, limit and cursor")
-		}
+	p := &l.params
+	return readQuery(r, append([]queryParam{
+		nameParam("kind", &p.Kind, checkKind),
+		statusParam(&p.Status),
+		nameParam("key", &p.Key, func(field, v string) error { return checkName(field, v, maxKeyLen) }),
+	}, pageParams(&p.Limit, &p.Cursor, checkCursor)...)...)
+}
+
+// checkCursor checks the cursor of a list that pages by task id.
+func checkCursor(name, v string) error {
+	if err := checkID(name, v); err != nil {
+		return rota.Invalid(name, "must be the next_cursor of a previous page (32 lowercase hex characters), got %s", shortQuote(v))
 	}
 	return nil
 }
@@ -280,25 +261,15 @@ func statusList() string {
 	return strings.Join(names, ", ")
 }
 
-// listResponse is the data of GET /api/tasks.
-type listResponse struct {
-	Tasks      []taskJSON `json:"tasks"`
-	NextCursor string     `json:"next_cursor"` // "" on the last page
-}
-
 // taskList lists tasks newest first, one page at a time.
 //
 // GET /api/tasks?kind=&status=&key=&limit=&cursor=
-func (a *API) taskList(ctx context.Context, req *listRequest) (*listResponse, error) {
+func (a *API) taskList(ctx context.Context, req *listRequest) (*rotaapi.TaskList, error) {
 	res, err := a.store.TaskList(ctx, req.params)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
-	out := &listResponse{Tasks: make([]taskJSON, 0, len(res.Tasks)), NextCursor: res.NextCursor}
-	for i := range res.Tasks {
-		out.Tasks = append(out.Tasks, toTaskJSON(&res.Tasks[i]))
-	}
-	return out, nil
+	return &rotaapi.TaskList{Tasks: convertAll(res.Tasks, toTask), Page: rotaapi.Page{NextCursor: res.NextCursor}}, nil
 }
 
 // taskIDRequest names a task in the path; its body, if any, must be {}.
@@ -314,19 +285,19 @@ func (t *taskIDRequest) readRequest(r *http.Request) error {
 // taskGet returns a task with its runs.
 //
 // GET /api/tasks/{id}
-func (a *API) taskGet(ctx context.Context, req *taskIDRequest) (*taskDetailJSON, error) {
+func (a *API) taskGet(ctx context.Context, req *taskIDRequest) (*rotaapi.TaskDetail, error) {
 	t, err := a.store.TaskGet(ctx, req.id)
 	if err != nil {
 		return nil, fmt.Errorf("get task: %w", err)
 	}
-	return toTaskDetailJSON(t), nil
+	return toTaskDetail(t), nil
 }
 
 // taskRunAgain submits a copy of a task: same kind, priority, payload and
 // options, no key, due now.
 //
 // POST /api/tasks/run_again/{id}
-func (a *API) taskRunAgain(ctx context.Context, req *taskIDRequest) (*submitResponse, error) {
+func (a *API) taskRunAgain(ctx context.Context, req *taskIDRequest) (*rotaapi.SubmitResponse, error) {
 	t, err := a.store.TaskGet(ctx, req.id)
 	if err != nil {
 		return nil, fmt.Errorf("run again: %w", err)
@@ -349,13 +320,13 @@ func (a *API) taskRunAgain(ctx context.Context, req *taskIDRequest) (*submitResp
 	if err != nil {
 		return nil, fmt.Errorf("run again %s: %w", t.ID, err)
 	}
-	return &submitResponse{TaskID: res[0].Task.ID}, nil
+	return &rotaapi.SubmitResponse{TaskID: res[0].Task.ID}, nil
 }
 
 // stopRequest is POST /api/tasks/stop/{id} with an optional message.
 type stopRequest struct {
 	taskIDRequest
-	Message *string `json:"message"`
+	rotaapi.TaskStopRequest
 }
 
 func (s *stopRequest) validate(*API) error {
@@ -369,7 +340,7 @@ func (s *stopRequest) validate(*API) error {
 // next heartbeat of its runs.
 //
 // POST /api/tasks/stop/{id}
-func (a *API) taskStop(ctx context.Context, req *stopRequest) (*taskDetailJSON, error) {
+func (a *API) taskStop(ctx context.Context, req *stopRequest) (*rotaapi.TaskDetail, error) {
 	msg := ""
 	if req.Message != nil {
 		msg = *req.Message
@@ -378,17 +349,14 @@ func (a *API) taskStop(ctx context.Context, req *stopRequest) (*taskDetailJSON, 
 	if err != nil {
 		return nil, fmt.Errorf("stop task: %w", err)
 	}
-	return toTaskDetailJSON(t), nil
+	return toTaskDetail(t), nil
 }
 
 // updateRequest is the body of PATCH /api/tasks/{id}: absent (or null)
 // fields are left as they are.
 type updateRequest struct {
 	taskIDRequest
-	Priority                *string   `json:"priority"`
-	WorkerIDs               *[]string `json:"worker_ids"`
-	HeartbeatTimeoutSeconds *int      `json:"heartbeat_timeout_seconds"`
-	MaxRetries              *int      `json:"max_retries"`
+	rotaapi.TaskUpdateRequest
 
 	params store.TaskUpdateParams // set by validate
 }
@@ -429,10 +397,10 @@ func (u *updateRequest) validate(*API) error {
 // of the workers no longer allowed.
 //
 // PATCH /api/tasks/{id}
-func (a *API) taskUpdate(ctx context.Context, req *updateRequest) (*taskDetailJSON, error) {
+func (a *API) taskUpdate(ctx context.Context, req *updateRequest) (*rotaapi.TaskDetail, error) {
 	t, err := a.disp.Update(ctx, req.params)
 	if err != nil {
 		return nil, fmt.Errorf("update task: %w", err)
 	}
-	return toTaskDetailJSON(t), nil
+	return toTaskDetail(t), nil
 }

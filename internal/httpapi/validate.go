@@ -64,15 +64,14 @@ func checkRange[T int | int64 | float64](field string, v, lo, hi T) error {
 }
 
 // checkPriority parses a priority level; nil means the default, mid.
-func checkPriority(field string, s *string) (rota.Priority, error) {
-	if s == nil {
+func checkPriority(field string, p *rota.Priority) (rota.Priority, error) {
+	if p == nil {
 		return rota.PriorityMid, nil
 	}
-	p := rota.Priority(*s)
 	if p.Level() < 0 {
-		return "", rota.Invalid(field, `must be "high", "mid" or "low", got %s`, shortQuote(*s))
+		return "", rota.Invalid(field, `must be "high", "mid" or "low", got %s`, shortQuote(string(*p)))
 	}
-	return p, nil
+	return *p, nil
 }
 
 // reservedWorkerPrefix starts the ids of the workers Rota runs itself

@@ -6,18 +6,12 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/rotaapi"
 )
 
-// The JSON shapes of the API's objects. Instants are unix seconds, 0 when
-// unset; lists are [] rather than null.
-
-// unix returns t in unix seconds, 0 for the zero time.
-func unix(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.Unix()
-}
+// Conversions from the domain types to the API's JSON shapes (package
+// rotaapi). Instants are unix seconds, 0 when unset; lists are [] rather
+// than null; an absent JSON value is null.
 
 // rawOrNull returns v, or null when v is empty, so that an absent JSON value
 // never makes the encoder fail.
@@ -36,56 +30,17 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// taskJSON is a task as the API shows it in lists.
-type taskJSON struct {
-	TaskID                  string          `json:"task_id"`
-	Kind                    string          `json:"kind"`
-	Priority                rota.Priority   `json:"priority"`
-	Task                    json.RawMessage `json:"task"`
-	Key                     string          `json:"key"`
-	Status                  rota.Status     `json:"status"`
-	Attempt                 int             `json:"attempt"`
-	MaxRetries              int             `json:"max_retries"`
-	Workers                 int             `json:"workers"`
-	WorkerIDs               []string        `json:"worker_ids"`
-	TimeoutSeconds          int             `json:"timeout_seconds"`
-	HeartbeatTimeoutSeconds int             `json:"heartbeat_timeout_seconds"`
-	CreatedAt               int64           `json:"created_at"`
-	RunAt                   int64           `json:"run_at"`
-	WorkerAddress           string          `json:"worker_address"`
-	StartTime               int64           `json:"start_time"`
-	EndTime                 int64           `json:"end_time"`
-	IsSucceed               bool            `json:"is_succeed"`
-	Message                 string          `json:"message"`
-	Result                  json.RawMessage `json:"result"`
-	ScheduleID              string          `json:"schedule_id"`
-	FireTime                int64           `json:"fire_time"`
+// convertAll converts each item of in, giving [] for none.
+func convertAll[T, W any](in []T, conv func(*T) W) []W {
+	out := make([]W, len(in))
+	for i := range in {
+		out[i] = conv(&in[i])
+	}
+	return out
 }
 
-// taskDetailJSON is a task with its runs, as GET /api/tasks/{id} shows it.
-type taskDetailJSON struct {
-	taskJSON
-	Runs []runJSON `json:"runs"`
-}
-
-// runJSON is one execution attempt of a task.
-type runJSON struct {
-	RunID          string      `json:"run_id"`
-	TaskID         string      `json:"task_id"`
-	WorkerID       string      `json:"worker_id"`
-	WorkerAddress  string      `json:"worker_address"`
-	Attempt        int         `json:"attempt"`
-	Status         rota.Status `json:"status"`
-	StartTime      int64       `json:"start_time"`
-	EndTime        int64       `json:"end_time"`
-	LeaseExpiresAt int64       `json:"lease_expires_at"`
-	Deadline       int64       `json:"deadline"`
-	StopRequested  bool        `json:"stop_requested"`
-	Message        string      `json:"message"`
-}
-
-func toTaskJSON(t *rota.Task) taskJSON {
-	return taskJSON{
+func toTask(t *rota.Task) rotaapi.Task {
+	return rotaapi.Task{
 		TaskID:                  t.ID,
 		Kind:                    t.Kind,
 		Priority:                t.Priority,
@@ -98,63 +53,46 @@ func toTaskJSON(t *rota.Task) taskJSON {
 		WorkerIDs:               nonNil(t.WorkerIDs),
 		TimeoutSeconds:          t.TimeoutSeconds,
 		HeartbeatTimeoutSeconds: t.HeartbeatTimeoutSeconds,
-		CreatedAt:               unix(t.CreatedAt),
-		RunAt:                   unix(t.RunAt),
+		CreatedAt:               rotaapi.Unix(t.CreatedAt),
+		RunAt:                   rotaapi.Unix(t.RunAt),
 		WorkerAddress:           t.WorkerAddress,
-		StartTime:               unix(t.StartTime),
-		EndTime:                 unix(t.EndTime),
+		StartTime:               rotaapi.Unix(t.StartTime),
+		EndTime:                 rotaapi.Unix(t.EndTime),
 		IsSucceed:               t.IsSucceed,
 		Message:                 t.Message,
 		Result:                  rawOrNull(t.Result),
 		ScheduleID:              t.ScheduleID,
-		FireTime:                unix(t.FireTime),
+		FireTime:                rotaapi.Unix(t.FireTime),
 	}
 }
 
-func toTaskDetailJSON(t *rota.Task) *taskDetailJSON {
-	runs := make([]runJSON, 0, len(t.Runs))
-	for _, r := range t.Runs {
-		runs = append(runs, runJSON{
-			RunID:          r.ID,
-			TaskID:         r.TaskID,
-			WorkerID:       r.WorkerID,
-			WorkerAddress:  r.WorkerAddress,
-			Attempt:        r.Attempt,
-			Status:         r.Status,
-			StartTime:      unix(r.StartTime),
-			EndTime:        unix(r.EndTime),
-			LeaseExpiresAt: unix(r.LeaseExpiresAt),
-			Deadline:       unix(r.Deadline),
-			StopRequested:  r.StopRequested,
-			Message:        r.Message,
-		})
+func toRun(r *rota.Run) rotaapi.Run {
+	return rotaapi.Run{
+		RunID:          r.ID,
+		TaskID:         r.TaskID,
+		WorkerID:       r.WorkerID,
+		WorkerAddress:  r.WorkerAddress,
+		Attempt:        r.Attempt,
+		Status:         r.Status,
+		StartTime:      rotaapi.Unix(r.StartTime),
+		EndTime:        rotaapi.Unix(r.EndTime),
+		LeaseExpiresAt: rotaapi.Unix(r.LeaseExpiresAt),
+		Deadline:       rotaapi.Unix(r.Deadline),
+		StopRequested:  r.StopRequested,
+		Message:        r.Message,
 	}
-	return &taskDetailJSON{taskJSON: toTaskJSON(t), Runs: runs}
 }
 
-// claimedJSON is a task handed to a worker by a claim.
-type claimedJSON struct {
-	TaskID                  string          `json:"task_id"`
-	RunID                   string          `json:"run_id"`
-	Kind                    string          `json:"kind"`
-	Priority                rota.Priority   `json:"priority"`
-	Task                    json.RawMessage `json:"task"`
-	Attempt                 int             `json:"attempt"`
-	HeartbeatTimeoutSeconds int             `json:"heartbeat_timeout_seconds"`
-	TimeoutSeconds          int             `json:"timeout_seconds"`
-	LeaseExpiresAt          int64           `json:"lease_expires_at"`
-	// StartedAt is when the run started on the server (unix seconds; to
-	// the millisecond in StartedAtMs): its timeout counts from then.
-	StartedAt   int64 `json:"started_at"`
-	StartedAtMs int64 `json:"started_at_ms"`
+func toTaskDetail(t *rota.Task) *rotaapi.TaskDetail {
+	return &rotaapi.TaskDetail{Task: toTask(t), Runs: convertAll(t.Runs, toRun)}
 }
 
-func toClaimedJSON(c rota.ClaimedRun) claimedJSON {
+func toClaimedRun(c *rota.ClaimedRun) rotaapi.ClaimedRun {
 	// A claim's lease is its start plus the heartbeat timeout (the store
 	// contract, checked by storetest).
 	started := c.LeaseExpiresAt.Add(-time.Duration(c.HeartbeatTimeoutSeconds) * time.Second)
-	return claimedJSON{
-		StartedAt:               unix(started),
+	return rotaapi.ClaimedRun{
+		StartedAt:               rotaapi.Unix(started),
 		StartedAtMs:             started.UnixMilli(),
 		TaskID:                  c.TaskID,
 		RunID:                   c.RunID,
@@ -164,22 +102,12 @@ func toClaimedJSON(c rota.ClaimedRun) claimedJSON {
 		Attempt:                 c.Attempt,
 		HeartbeatTimeoutSeconds: c.HeartbeatTimeoutSeconds,
 		TimeoutSeconds:          c.TimeoutSeconds,
-		LeaseExpiresAt:          unix(c.LeaseExpiresAt),
+		LeaseExpiresAt:          rotaapi.Unix(c.LeaseExpiresAt),
 	}
 }
 
-// kindJSON is a kind's settings.
-type kindJSON struct {
-	Kind             string  `json:"kind"`
-	PriorityFactor   int     `json:"priority_factor"`
-	Paused           bool    `json:"paused"`
-	MaxRunning       int     `json:"max_running"`
-	Rate             float64 `json:"rate"`
-	RetentionSeconds int     `json:"retention_seconds"`
-}
-
-func toKindJSON(k *rota.Kind) *kindJSON {
-	return &kindJSON{
+func toKind(k *rota.Kind) rotaapi.Kind {
+	return rotaapi.Kind{
 		Kind:             k.Name,
 		PriorityFactor:   k.PriorityFactor,
 		Paused:           k.Paused,
@@ -189,26 +117,14 @@ func toKindJSON(k *rota.Kind) *kindJSON {
 	}
 }
 
-// workerJSON is a worker as Rota sees it.
-type workerJSON struct {
-	WorkerID      string            `json:"worker_id"`
-	Address       string            `json:"address"`
-	Kinds         []string          `json:"kinds"`
-	Running       int               `json:"running"`
-	FirstSeen     int64             `json:"first_seen"`
-	LastSeen      int64             `json:"last_seen"`
-	Status        rota.WorkerStatus `json:"status"`
-	StopRequested bool              `json:"stop_requested"`
-}
-
-func toWorkerJSON(w *rota.Worker) *workerJSON {
-	return &workerJSON{
+func toWorker(w *rota.Worker) rotaapi.Worker {
+	return rotaapi.Worker{
 		WorkerID:      w.ID,
 		Address:       w.Address,
 		Kinds:         nonNil(w.Kinds),
 		Running:       w.Running,
-		FirstSeen:     unix(w.FirstSeen),
-		LastSeen:      unix(w.LastSeen),
+		FirstSeen:     rotaapi.Unix(w.FirstSeen),
+		LastSeen:      rotaapi.Unix(w.LastSeen),
 		Status:        w.Status,
 		StopRequested: w.StopRequested,
 	}
@@ -223,19 +139,73 @@ func statusCounts(counts map[rota.Status]int) map[rota.Status]int {
 	return out
 }
 
-// kindStatsJSON is one kind's line of GET /api/stats.
-type kindStatsJSON struct {
-	Kind                 string              `json:"kind"`
-	Counts               map[rota.Status]int `json:"counts"`
-	OldestWaitingSeconds int64               `json:"oldest_waiting_seconds"`
-	Paused               bool                `json:"paused"`
-}
-
-func toKindStatsJSON(k store.KindStats) kindStatsJSON {
-	return kindStatsJSON{
+func toKindStats(k *store.KindStats) rotaapi.KindStats {
+	return rotaapi.KindStats{
 		Kind:                 k.Kind,
 		Counts:               statusCounts(k.Counts),
-		OldestWaitingSeconds: int64(max(k.OldestWaitingAge, 0) / time.Second),
+		OldestWaitingSeconds: float64(max(k.OldestWaitingAge, 0) / time.Second),
 		Paused:               k.Paused,
 	}
+}
+
+func toNode(n *rota.Node) rotaapi.Node {
+	return rotaapi.Node{
+		NodeID: n.ID, Address: n.Address, Version: n.Version,
+		StartedAt: rotaapi.Unix(n.StartedAt), LastHeartbeat: rotaapi.Unix(n.LastHeartbeat), Leader: n.Leader,
+	}
+}
+
+func toPlan(p *rota.PlanSpec) rotaapi.Plan {
+	return rotaapi.Plan{PlanType: p.Type, PlanValue: p.Value, PlanRepet: p.Repeat, PlanTime: p.Time, NoKeep: p.NoKeep}
+}
+
+func toSchedule(s *rota.Schedule) rotaapi.Schedule {
+	out := rotaapi.Schedule{
+		ScheduleID: s.ID, Name: s.Name, Kind: s.Kind, Priority: s.Priority, Task: rawOrNull(s.Payload),
+		CronExpr: s.CronExpr, Timezone: s.Timezone, Enabled: s.Enabled, MaxConcurrency: s.MaxConcurrency,
+		ConcurrencyPolicy: s.ConcurrencyPolicy, OverlapAction: s.OverlapAction,
+		FailureAction: s.FailureAction, MisfirePolicy: s.MisfirePolicy, CatchupLimit: s.CatchupLimit,
+		TimeoutSeconds: s.TimeoutSeconds, Version: s.Version, CreatedAt: rotaapi.Unix(s.CreatedAt), UpdatedAt: rotaapi.Unix(s.UpdatedAt),
+		HighWater: rotaapi.Unix(s.HighWater), LastRunID: s.LastRunID, MisfireDropped: s.MisfireDropped,
+		Ended: s.Ended, EndedAt: rotaapi.Unix(s.EndedAt),
+	}
+	if s.Enabled && !s.Ended {
+		out.NextFireTime = rotaapi.Unix(s.NextFire)
+	}
+	if p := s.Plan; p != nil {
+		remaining := int64(-1)
+		if p.Repeat >= 0 {
+			remaining = max(int64(max(p.Repeat, 1))-s.PlanSeq+1, 0)
+			if s.Ended {
+				remaining = 0
+			}
+		}
+		out.Plan = &rotaapi.SchedulePlan{
+			Plan: toPlan(p), Seq: s.PlanSeq, PlanAt: rotaapi.Unix(s.PlanAt), RealRepet: s.RealRepet, Remaining: remaining,
+		}
+	}
+	if t := s.Target; t != nil {
+		// Header values are secrets (tokens): stored, never shown.
+		out.Target = &rotaapi.Target{URL: t.URL, Method: t.Method, Headers: make(map[string]string, len(t.Headers))}
+		for k := range t.Headers {
+			out.Target.Headers[k] = maskedValue
+		}
+	}
+	return out
+}
+
+func toScheduleRun(r *rota.ScheduleRun) rotaapi.ScheduleRun {
+	return rotaapi.ScheduleRun{
+		TaskID: r.TaskID, FireTime: rotaapi.Unix(r.FireTime), Attempt: r.Attempt, Status: r.Status, Reason: r.Reason,
+		Triggered: r.Triggered, Held: r.Held, CreatedAt: rotaapi.Unix(r.CreatedAt), StartTime: rotaapi.Unix(r.StartTime),
+		EndTime: rotaapi.Unix(r.EndTime), Message: r.Message,
+	}
+}
+
+func toFireTimes(ts []time.Time) *rotaapi.FireTimes {
+	out := &rotaapi.FireTimes{FireTimes: make([]int64, len(ts))}
+	for i, t := range ts {
+		out.FireTimes[i] = t.Unix()
+	}
+	return out
 }

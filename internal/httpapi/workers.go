@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/dispatch"
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/rotaapi"
 )
 
 // mountWorkers registers the worker protocol and the worker routes.
@@ -27,11 +27,7 @@ func (a *API) mountWorkers(mux *http.ServeMux) {
 
 // claimRequest is the body of POST /api/workers/claim.
 type claimRequest struct {
-	WorkerID    string   `json:"worker_id"`
-	Kinds       []string `json:"kinds"`
-	Max         *int     `json:"max"`
-	WaitSeconds *int     `json:"wait_seconds"`
-	Address     *string  `json:"address"`
+	rotaapi.ClaimRequest
 
 	remote string                // the peer's IP, the default address
 	claim  dispatch.ClaimRequest // set by validate
@@ -72,63 +68,39 @@ func (c *claimRequest) validate(*API) error {
 	return nil
 }
 
-// claimResponse is the data of POST /api/workers/claim.
-type claimResponse struct {
-	Tasks []claimedJSON `json:"tasks"`
-	Drain bool          `json:"drain"` // the worker was asked to stop: finish what it runs, claim no more
-	// ServerTimeMs is the server's clock when it answered (unix ms): a
-	// worker measures the tasks' started_at_ms against it, not against its
-	// own clock.
-	ServerTimeMs int64 `json:"server_time_ms"`
-}
-
 // workerClaim hands tasks to a worker, waiting up to wait_seconds for some
 // (a long poll that a submit wakes at once). The wait ends early when the
 // client goes away.
 //
 // POST /api/workers/claim
-func (a *API) workerClaim(ctx context.Context, req *claimRequest) (*claimResponse, error) {
+func (a *API) workerClaim(ctx context.Context, req *claimRequest) (*rotaapi.ClaimResponse, error) {
 	res, err := a.disp.Claim(ctx, req.claim)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	out := &claimResponse{Tasks: make([]claimedJSON, 0, len(res.Runs)), Drain: res.Drain, ServerTimeMs: a.now().UnixMilli()}
-	for _, r := range res.Runs {
-		out.Tasks = append(out.Tasks, toClaimedJSON(r))
-	}
-	return out, nil
+	return &rotaapi.ClaimResponse{Tasks: convertAll(res.Runs, toClaimedRun), Drain: res.Drain, ServerTimeMs: a.now().UnixMilli()}, nil
 }
 
-// runRequest names a run in the path and the reporting worker in the body.
-type runRequest struct {
-	WorkerID string `json:"worker_id"`
-
+// runRef names a run in the path.
+type runRef struct {
 	runID string
 }
 
-func (r *runRequest) readRequest(hr *http.Request) error {
+func (r *runRef) readRequest(hr *http.Request) error {
 	r.runID = hr.PathValue("run_id")
 	return checkID("run_id", r.runID)
 }
 
-func (r *runRequest) validate(*API) error {
-	return checkWorkerID("worker_id", r.WorkerID)
-}
-
-// heartbeatRequest is the body of POST /api/runs/{run_id}/heartbeat.
+// heartbeatRequest is POST /api/runs/{run_id}/heartbeat.
 type heartbeatRequest struct {
-	runRequest
-	Message string `json:"message"` // optional progress note, shown as the run's message
-	// WaitSeconds holds the answer up to this long (at most a third of the
-	// run's heartbeat timeout) unless the run or its worker is asked to
-	// stop meanwhile; default 0, answer at once.
-	WaitSeconds *int `json:"wait_seconds"`
+	runRef
+	rotaapi.HeartbeatRequest
 
 	wait time.Duration // set by validate
 }
 
-func (h *heartbeatRequest) validate(a *API) error {
-	if err := h.runRequest.validate(a); err != nil {
+func (h *heartbeatRequest) validate(*API) error {
+	if err := checkWorkerID("worker_id", h.WorkerID); err != nil {
 		return err
 	}
 	if h.WaitSeconds != nil {
@@ -141,39 +113,28 @@ func (h *heartbeatRequest) validate(a *API) error {
 	return nil
 }
 
-// heartbeatResponse is the data of POST /api/runs/{run_id}/heartbeat.
-type heartbeatResponse struct {
-	Stop           bool  `json:"stop"`             // stop this run now and report it
-	Drain          bool  `json:"drain"`            // the worker was asked to stop
-	LeaseExpiresAt int64 `json:"lease_expires_at"` // unix seconds
-	// HeartbeatTimeoutSeconds is the task's current lease length: a worker
-	// heartbeats at a third of it (it may have been changed by PATCH).
-	HeartbeatTimeoutSeconds int `json:"heartbeat_timeout_seconds"`
-}
-
 // runHeartbeat renews the lease of a run held by the worker; with
 // wait_seconds it then holds the answer until the run or its worker is
 // asked to stop, or the wait ends.
 //
 // POST /api/runs/{run_id}/heartbeat
-func (a *API) runHeartbeat(ctx context.Context, req *heartbeatRequest) (*heartbeatResponse, error) {
+func (a *API) runHeartbeat(ctx context.Context, req *heartbeatRequest) (*rotaapi.HeartbeatResponse, error) {
 	res, err := a.disp.HeartbeatWait(ctx, req.runID, req.WorkerID, req.Message, req.wait)
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
 	}
-	return &heartbeatResponse{Stop: res.Stop, Drain: res.Drain, LeaseExpiresAt: unix(res.LeaseExpiresAt),
+	return &rotaapi.HeartbeatResponse{Stop: res.Stop, Drain: res.Drain, LeaseExpiresAt: rotaapi.Unix(res.LeaseExpiresAt),
 		HeartbeatTimeoutSeconds: res.HeartbeatTimeoutSeconds}, nil
 }
 
-// succeedRequest is the body of POST /api/runs/{run_id}/succeed.
+// succeedRequest is POST /api/runs/{run_id}/succeed.
 type succeedRequest struct {
-	runRequest
-	Message string          `json:"message"`
-	Result  json.RawMessage `json:"result"`
+	runRef
+	rotaapi.SucceedRequest
 }
 
 func (s *succeedRequest) validate(a *API) error {
-	if err := s.runRequest.validate(a); err != nil {
+	if err := checkWorkerID("worker_id", s.WorkerID); err != nil {
 		return err
 	}
 	if bytes.Equal(s.Result, []byte("null")) {
@@ -186,30 +147,22 @@ func (s *succeedRequest) validate(a *API) error {
 	return nil
 }
 
-// failRequest is the body of POST /api/runs/{run_id}/fail.
+// failRequest is POST /api/runs/{run_id}/fail.
 type failRequest struct {
-	runRequest
-	Message string `json:"message"`
-	Retry   *bool  `json:"retry"` // default true
+	runRef
+	rotaapi.FailRequest
 }
 
-func (f *failRequest) validate(a *API) error {
-	if err := f.runRequest.validate(a); err != nil {
+func (f *failRequest) validate(*API) error {
+	if err := checkWorkerID("worker_id", f.WorkerID); err != nil {
 		return err
 	}
 	f.Message = truncateMessage(f.Message)
 	return nil
 }
 
-// reportResponse is the data of a succeed or fail report.
-type reportResponse struct {
-	TaskID    string      `json:"task_id"`
-	Status    rota.Status `json:"status"`     // the task's status after the report
-	RunStatus rota.Status `json:"run_status"` // how the run ended (CANCELED if it was asked to stop)
-}
-
-func toReportResponse(t *rota.Task, runID string) *reportResponse {
-	out := &reportResponse{TaskID: t.ID, Status: t.Status}
+func toReportResponse(t *rota.Task, runID string) *rotaapi.ReportResponse {
+	out := &rotaapi.ReportResponse{TaskID: t.ID, Status: t.Status}
 	for _, r := range t.Runs {
 		if r.ID == runID {
 			out.RunStatus = r.Status
@@ -221,7 +174,7 @@ func toReportResponse(t *rota.Task, runID string) *reportResponse {
 // runSucceed reports that a run succeeded.
 //
 // POST /api/runs/{run_id}/succeed
-func (a *API) runSucceed(ctx context.Context, req *succeedRequest) (*reportResponse, error) {
+func (a *API) runSucceed(ctx context.Context, req *succeedRequest) (*rotaapi.ReportResponse, error) {
 	t, err := a.disp.Complete(ctx, store.RunCompleteParams{
 		RunID: req.runID, WorkerID: req.WorkerID, Success: true, Message: req.Message, Result: req.Result,
 	})
@@ -235,7 +188,7 @@ func (a *API) runSucceed(ctx context.Context, req *succeedRequest) (*reportRespo
 // retried after a backoff while it has retries left.
 //
 // POST /api/runs/{run_id}/fail
-func (a *API) runFail(ctx context.Context, req *failRequest) (*reportResponse, error) {
+func (a *API) runFail(ctx context.Context, req *failRequest) (*rotaapi.ReportResponse, error) {
 	retry := req.Retry == nil || *req.Retry
 	t, err := a.disp.Complete(ctx, store.RunCompleteParams{
 		RunID: req.runID, WorkerID: req.WorkerID, Success: false, Message: req.Message, Retry: retry,
@@ -246,14 +199,14 @@ func (a *API) runFail(ctx context.Context, req *failRequest) (*reportResponse, e
 	return toReportResponse(t, req.runID), nil
 }
 
-// releaseRequest is the body of POST /api/runs/{run_id}/release.
+// releaseRequest is POST /api/runs/{run_id}/release.
 type releaseRequest struct {
-	runRequest
-	Message string `json:"message"`
+	runRef
+	rotaapi.ReleaseRequest
 }
 
-func (r *releaseRequest) validate(a *API) error {
-	if err := r.runRequest.validate(a); err != nil {
+func (r *releaseRequest) validate(*API) error {
+	if err := checkWorkerID("worker_id", r.WorkerID); err != nil {
 		return err
 	}
 	r.Message = truncateMessage(r.Message)
@@ -265,7 +218,7 @@ func (r *releaseRequest) validate(a *API) error {
 // again at once.
 //
 // POST /api/runs/{run_id}/release
-func (a *API) runRelease(ctx context.Context, req *releaseRequest) (*reportResponse, error) {
+func (a *API) runRelease(ctx context.Context, req *releaseRequest) (*rotaapi.ReportResponse, error) {
 	t, err := a.disp.Complete(ctx, store.RunCompleteParams{
 		RunID: req.runID, WorkerID: req.WorkerID, Release: true, Message: req.Message,
 	})
@@ -275,30 +228,12 @@ func (a *API) runRelease(ctx context.Context, req *releaseRequest) (*reportRespo
 	return toReportResponse(t, req.runID), nil
 }
 
-// Outcomes of a report in POST /api/runs/reports.
-const (
-	outcomeSucceed = "succeed"
-	outcomeFail    = "fail"
-	outcomeRelease = "release"
-)
-
 // reportsRequest is the body of POST /api/runs/reports: the reports of
 // many runs of one worker.
 type reportsRequest struct {
-	WorkerID string            `json:"worker_id"`
-	Reports  []json.RawMessage `json:"reports"`
+	rotaapi.ReportsRequest
 
 	params []store.RunCompleteParams // set by validate, one per report
-}
-
-// reportItem is one report of POST /api/runs/reports: the body of the
-// single endpoint of its outcome, with the run id.
-type reportItem struct {
-	RunID   string          `json:"run_id"`
-	Outcome string          `json:"outcome"` // succeed, fail or release
-	Message string          `json:"message"`
-	Result  json.RawMessage `json:"result"` // succeed only
-	Retry   *bool           `json:"retry"`  // fail only; default true
 }
 
 func (b *reportsRequest) bodyLimit(a *API) int64 { return a.maxBatchBody }
@@ -316,11 +251,11 @@ func (b *reportsRequest) validate(a *API) error {
 	seen := make(map[string]int, len(b.Reports))
 	for i, raw := range b.Reports {
 		prefix := fmt.Sprintf("reports[%d]", i)
-		var it reportItem
+		var it rotaapi.ReportItem
 		if err := decodeStrict(raw, &it, prefix); err != nil {
 			return err
 		}
-		p, err := it.check(a.maxPayload, prefix)
+		p, err := checkReport(&it, a.maxPayload, prefix)
 		if err != nil {
 			return err
 		}
@@ -334,10 +269,10 @@ func (b *reportsRequest) validate(a *API) error {
 	return nil
 }
 
-// check validates a report whose fields sit under prefix and returns the
-// completion it stands for (without the worker), as the single endpoint
-// of its outcome would.
-func (it *reportItem) check(maxPayload int64, prefix string) (store.RunCompleteParams, error) {
+// checkReport validates a report whose fields sit under prefix and returns
+// the completion it stands for (without the worker), as the single
+// endpoint of its outcome would.
+func checkReport(it *rotaapi.ReportItem, maxPayload int64, prefix string) (store.RunCompleteParams, error) {
 	f := func(name string) string { return joinPath(prefix, name) }
 	if err := checkID(f("run_id"), it.RunID); err != nil {
 		return store.RunCompleteParams{}, err
@@ -347,51 +282,28 @@ func (it *reportItem) check(maxPayload int64, prefix string) (store.RunCompleteP
 	}
 	p := store.RunCompleteParams{RunID: it.RunID, Message: truncateMessage(it.Message)}
 	switch it.Outcome {
-	case outcomeSucceed, outcomeFail, outcomeRelease:
+	case rotaapi.OutcomeSucceed, rotaapi.OutcomeFail, rotaapi.OutcomeRelease:
 	default:
-		return p, rota.Invalid(f("outcome"), `must be "succeed", "fail" or "release", got %s`, shortQuote(it.Outcome))
+		return p, rota.Invalid(f("outcome"), `must be "succeed", "fail" or "release", got %s`, shortQuote(string(it.Outcome)))
 	}
-	if it.Result != nil && it.Outcome != outcomeSucceed {
+	if it.Result != nil && it.Outcome != rotaapi.OutcomeSucceed {
 		return p, rota.Invalid(f("result"), "is for a succeed report, not %s", it.Outcome)
 	}
-	if it.Retry != nil && it.Outcome != outcomeFail {
+	if it.Retry != nil && it.Outcome != rotaapi.OutcomeFail {
 		return p, rota.Invalid(f("retry"), "is for a fail report, not %s", it.Outcome)
 	}
 	switch it.Outcome {
-	case outcomeSucceed:
+	case rotaapi.OutcomeSucceed:
 		if n := int64(len(it.Result)); n > maxPayload {
 			return p, tooLarge(f("result"), n, maxPayload)
 		}
 		p.Success, p.Result = true, it.Result
-	case outcomeFail:
+	case rotaapi.OutcomeFail:
 		p.Retry = it.Retry == nil || *it.Retry
-	case outcomeRelease:
+	case rotaapi.OutcomeRelease:
 		p.Release = true
 	}
 	return p, nil
-}
-
-// reportResult is one item of the data of POST /api/runs/reports: the
-// single endpoint's answer (task_id, status, run_status) or its error.
-type reportResult struct {
-	RunID     string       `json:"run_id"`
-	TaskID    string       `json:"task_id,omitempty"`
-	Status    rota.Status  `json:"status,omitempty"`
-	RunStatus rota.Status  `json:"run_status,omitempty"`
-	Error     *reportError `json:"error,omitempty"`
-}
-
-// reportError is the error of one report: what the single endpoint's
-// envelope would have said.
-type reportError struct {
-	Code    int    `json:"code"` // rota.Code.Number()
-	Message string `json:"message"`
-	Field   string `json:"field,omitempty"`
-}
-
-// reportsResponse is the data of POST /api/runs/reports.
-type reportsResponse struct {
-	Results []reportResult `json:"results"` // in the order of the reports
 }
 
 // runReports applies many reports of one worker, each as its single
@@ -400,16 +312,16 @@ type reportsResponse struct {
 // with one result per report, in order, whatever became of each.
 //
 // POST /api/runs/reports
-func (a *API) runReports(ctx context.Context, req *reportsRequest) (*reportsResponse, error) {
+func (a *API) runReports(ctx context.Context, req *reportsRequest) (*rotaapi.ReportsResponse, error) {
 	tasks, errs := a.disp.CompleteMany(ctx, req.params)
-	out := &reportsResponse{Results: make([]reportResult, len(req.params))}
+	out := &rotaapi.ReportsResponse{Results: make([]rotaapi.ReportResult, len(req.params))}
 	for i, p := range req.params {
 		res := &out.Results[i]
 		res.RunID = p.RunID
 		if err := errs[i]; err != nil {
 			code, msg, field := a.clientError(ctx, http.MethodPost, "/api/runs/reports",
 				fmt.Errorf("report run %s: %w", p.RunID, err))
-			res.Error = &reportError{Code: code.Number(), Message: msg, Field: field}
+			res.Error = &rotaapi.ReportError{Code: code.Number(), Message: msg, Field: field}
 			continue
 		}
 		r := toReportResponse(tasks[i], p.RunID)
@@ -418,24 +330,15 @@ func (a *API) runReports(ctx context.Context, req *reportsRequest) (*reportsResp
 	return out, nil
 }
 
-// workersResponse is the data of GET /api/workers.
-type workersResponse struct {
-	Workers []*workerJSON `json:"workers"`
-}
-
 // workerList returns every worker seen, with its liveness.
 //
 // GET /api/workers
-func (a *API) workerList(ctx context.Context, _ *noRequest) (*workersResponse, error) {
+func (a *API) workerList(ctx context.Context, _ *noRequest) (*rotaapi.WorkerList, error) {
 	ws, err := a.store.WorkerList(ctx, a.now())
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
-	out := &workersResponse{Workers: make([]*workerJSON, 0, len(ws))}
-	for i := range ws {
-		out.Workers = append(out.Workers, toWorkerJSON(&ws[i]))
-	}
-	return out, nil
+	return &rotaapi.WorkerList{Workers: convertAll(ws, toWorker)}, nil
 }
 
 // workerIDRequest names a worker in the path.
@@ -453,10 +356,11 @@ func (w *workerIDRequest) readRequest(r *http.Request) error {
 // drain=true; once it holds no runs its status is "stopped".
 //
 // POST /api/workers/{id}/stop
-func (a *API) workerStop(ctx context.Context, req *workerIDRequest) (*workerJSON, error) {
+func (a *API) workerStop(ctx context.Context, req *workerIDRequest) (*rotaapi.Worker, error) {
 	w, err := a.disp.StopWorker(ctx, req.id)
 	if err != nil {
 		return nil, fmt.Errorf("stop worker: %w", err)
 	}
-	return toWorkerJSON(w), nil
+	out := toWorker(w)
+	return &out, nil
 }
