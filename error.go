@@ -22,7 +22,8 @@ const (
 	CodeTooLarge        Code = "too_large"              // the body or payload is over its limit (413)
 	CodeUnsupportedType Code = "unsupported_media_type" // the body is not JSON (415)
 	CodeUnauthorized    Code = "unauthorized"           // missing or bad credentials (401)
-	CodeForbidden       Code = "forbidden"              // refused, e.g. a cross-site request from a browser (403)
+	CodeForbidden       Code = "forbidden"              // the credentials do not allow the route, or a cross-site request (403)
+	CodeRateLimited     Code = "rate_limited"           // too many failed logins from this address; retry after Retry-After (429)
 	CodeUnavailable     Code = "unavailable"            // shutting down or the store is unreachable (503)
 	CodeInternal        Code = "internal"               // a fault of the server (500)
 )
@@ -43,6 +44,7 @@ var codeTable = []struct {
 	{CodeLeaseLost, 40901, 409},
 	{CodeTooLarge, 41300, 413},
 	{CodeUnsupportedType, 41500, 415},
+	{CodeRateLimited, 42900, 429},
 	{CodeInternal, 50000, 500},
 	{CodeUnavailable, 50300, 503},
 }

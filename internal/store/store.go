@@ -27,6 +27,8 @@ import (
 type Store interface {
 	// Schedules: see ScheduleStore.
 	ScheduleStore
+	// Tokens and the audit log: see AccessStore.
+	AccessStore
 
 	// TaskInsert stores a new task in SCHEDULED with RunAt = params.RunAt.
 	// When params.Key is set and an unfinished task (not terminal) of the same

@@ -78,6 +78,7 @@ func Run(t *testing.T, newStore func(tb testing.TB) store.Store) {
 		{"ScheduleLoad", testScheduleLoad},
 		{"ScheduleFire", testScheduleFire},
 		{"ScheduleRuns", testScheduleRuns},
+		{"Access", testAccess},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {

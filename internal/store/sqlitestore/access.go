@@ -1,0 +1,216 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+)
+
+var _ store.AccessStore = (*Store)(nil)
+
+const tokenCols = `id, name, role, kinds, hash, created_at, revoked_at`
+
+func scanToken(sc scanner) (*rota.Token, error) {
+	var (
+		t                rota.Token
+		kinds            string
+		created, revoked int64
+	)
+	if err := sc.Scan(&t.ID, &t.Name, &t.Role, &kinds, &t.Hash, &created, &revoked); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(kinds), &t.Kinds); err != nil {
+		return nil, fmt.Errorf("token %s: bad kinds %q: %w", t.ID, kinds, err)
+	}
+	if len(t.Kinds) == 0 {
+		t.Kinds = nil
+	}
+	t.CreatedAt, t.RevokedAt = tm(created), tm(revoked)
+	return &t, nil
+}
+
+// kindsJSON is a token's kinds as stored: a JSON array, [] for any kind.
+func kindsJSON(kinds []string) string {
+	if len(kinds) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(kinds) // strings always marshal
+	return string(b)
+}
+
+// TokenInsert implements store.AccessStore.
+func (s *Store) TokenInsert(ctx context.Context, t rota.Token) error {
+	return s.write(ctx, func(ctx context.Context, tx *wtx) error {
+		var n int
+		err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tokens WHERE id = ? OR hash = ? OR (name = ? AND revoked_at = 0)`,
+			t.ID, t.Hash, t.Name).Scan(&n)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: insert token: %w", err)
+		}
+		if n > 0 {
+			return conflict("a token named %q (or with this id) already exists", t.Name)
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?, 0)`,
+			t.ID, t.Name, string(t.Role), kindsJSON(t.Kinds), t.Hash, ms(t.CreatedAt))
+		if err != nil {
+			return fmt.Errorf("sqlitestore: insert token: %w", err)
+		}
+		return nil
+	})
+}
+
+// TokenGetByHash implements store.AccessStore.
+func (s *Store) TokenGetByHash(ctx context.Context, hash string) (*rota.Token, error) {
+	t, err := scanToken(s.r.QueryRowContext(ctx, `SELECT `+tokenCols+` FROM tokens WHERE hash = ?`, hash))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, rota.Errorf(rota.CodeNotFound, "token not found")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: get token: %w", err)
+	}
+	return t, nil
+}
+
+// TokenList implements store.AccessStore.
+func (s *Store) TokenList(ctx context.Context) ([]rota.Token, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+tokenCols+` FROM tokens ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: list tokens: %w", err)
+	}
+	defer rows.Close()
+	var out []rota.Token
+	for rows.Next() {
+		t, err := scanToken(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: scan token: %w", err)
+		}
+		out = append(out, *t)
+	}
+	return out, rows.Err()
+}
+
+// TokenRevoke implements store.AccessStore.
+func (s *Store) TokenRevoke(ctx context.Context, p store.TokenRevokeParams) (*rota.Token, error) {
+	var out *rota.Token
+	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at = 0`, ms(p.Now), p.ID); err != nil {
+			return fmt.Errorf("sqlitestore: revoke token: %w", err)
+		}
+		t, err := scanToken(tx.QueryRowContext(ctx, `SELECT `+tokenCols+` FROM tokens WHERE id = ?`, p.ID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("token", p.ID)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlitestore: revoke token: %w", err)
+		}
+		out = t
+		return nil
+	})
+	return out, err
+}
+
+// nullJSON is v for a nullable JSON column: nil when empty.
+func nullJSON(v json.RawMessage) any {
+	if len(v) == 0 {
+		return nil
+	}
+	return string(v)
+}
+
+// AuditAppend implements store.AccessStore.
+func (s *Store) AuditAppend(ctx context.Context, r rota.AuditRecord) error {
+	return s.write(ctx, func(ctx context.Context, tx *wtx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO audit_log (id, at, actor, role, action, target, request_id, remote_addr,
+			before_json, after_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, ms(r.At), r.Actor, string(r.Role), r.Action, r.Target, r.RequestID, r.RemoteAddr, nullJSON(r.Before), nullJSON(r.After))
+		if err != nil {
+			return fmt.Errorf("sqlitestore: append audit record: %w", err)
+		}
+		return nil
+	})
+}
+
+// AuditList implements store.AccessStore.
+func (s *Store) AuditList(ctx context.Context, p store.AuditListParams) (store.AuditListResult, error) {
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
+	if p.Actor != "" {
+		add("actor = ?", p.Actor)
+	}
+	if p.Action != "" {
+		add("action = ?", p.Action)
+	}
+	if p.Target != "" {
+		add("target = ?", p.Target)
+	}
+	if !p.Since.IsZero() {
+		add("at >= ?", ms(p.Since))
+	}
+	if p.Cursor != "" {
+		add("id < ?", p.Cursor)
+	}
+	q := `SELECT id, at, actor, role, action, target, request_id, remote_addr, before_json, after_json FROM audit_log`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	limit := max(p.Limit, 1)
+	q += " ORDER BY id DESC LIMIT ?"
+	args = append(args, limit+1)
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return store.AuditListResult{}, fmt.Errorf("sqlitestore: list audit log: %w", err)
+	}
+	defer rows.Close()
+	var out store.AuditListResult
+	for rows.Next() {
+		var (
+			r             rota.AuditRecord
+			at            int64
+			before, after sql.NullString
+		)
+		if err := rows.Scan(&r.ID, &at, &r.Actor, &r.Role, &r.Action, &r.Target, &r.RequestID, &r.RemoteAddr, &before, &after); err != nil {
+			return store.AuditListResult{}, fmt.Errorf("sqlitestore: scan audit record: %w", err)
+		}
+		r.At = tm(at)
+		if before.Valid {
+			r.Before = json.RawMessage(before.String)
+		}
+		if after.Valid {
+			r.After = json.RawMessage(after.String)
+		}
+		out.Records = append(out.Records, r)
+	}
+	if err := rows.Err(); err != nil {
+		return store.AuditListResult{}, fmt.Errorf("sqlitestore: list audit log: %w", err)
+	}
+	if len(out.Records) > limit {
+		out.Records = out.Records[:limit]
+		out.NextCursor = out.Records[limit-1].ID
+	}
+	return out, nil
+}
+
+// AuditCleanup implements store.AccessStore.
+func (s *Store) AuditCleanup(ctx context.Context, before time.Time, limit int) (int, error) {
+	var n int64
+	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM audit_log WHERE id IN
+			(SELECT id FROM audit_log WHERE at < ? ORDER BY at LIMIT ?)`, ms(before), max(limit, 1))
+		if err != nil {
+			return fmt.Errorf("sqlitestore: clean audit log: %w", err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
