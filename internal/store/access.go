@@ -26,6 +26,11 @@ type AccessStore interface {
 	// rota.ErrNotFound when there is no such token.
 	TokenRevoke(ctx context.Context, p TokenRevokeParams) (*rota.Token, error)
 
+	// RunKinds returns the kind of each of the runs that exist, by run id
+	// (unknown ids are absent), so that a token confined to some kinds can
+	// be refused reports on runs of others.
+	RunKinds(ctx context.Context, runIDs []string) (map[string]string, error)
+
 	// AuditAppend appends one record to the audit log. Records are never
 	// changed; AuditCleanup deletes old ones.
 	AuditAppend(ctx context.Context, rec rota.AuditRecord) error

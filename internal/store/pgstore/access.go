@@ -193,3 +193,21 @@ func (s *Store) AuditCleanup(ctx context.Context, before time.Time, limit int) (
 	}
 	return int(tag.RowsAffected()), nil
 }
+
+// RunKinds implements store.AccessStore.
+func (s *Store) RunKinds(ctx context.Context, runIDs []string) (map[string]string, error) {
+	out := make(map[string]string, len(runIDs))
+	rows, err := s.pool.Query(ctx, `SELECT id, kind FROM runs WHERE id = ANY($1)`, runIDs)
+	if err != nil {
+		return nil, s.translate("run kinds", err)
+	}
+	var id, kind string
+	_, err = pgx.ForEachRow(rows, []any{&id, &kind}, func() error {
+		out[id] = kind
+		return nil
+	})
+	if err != nil {
+		return nil, s.translate("run kinds", err)
+	}
+	return out, nil
+}

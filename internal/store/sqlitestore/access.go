@@ -214,3 +214,32 @@ func (s *Store) AuditCleanup(ctx context.Context, before time.Time, limit int) (
 	})
 	return int(n), err
 }
+
+// RunKinds implements store.AccessStore.
+func (s *Store) RunKinds(ctx context.Context, runIDs []string) (map[string]string, error) {
+	out := make(map[string]string, len(runIDs))
+	for start := 0; start < len(runIDs); start += 500 {
+		ids := runIDs[start:min(start+500, len(runIDs))]
+		args := make([]any, len(ids))
+		for i, id := range ids {
+			args[i] = id
+		}
+		rows, err := s.r.QueryContext(ctx, `SELECT id, kind FROM runs WHERE id IN (`+inList(len(ids))+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: run kinds: %w", err)
+		}
+		for rows.Next() {
+			var id, kind string
+			if err := rows.Scan(&id, &kind); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("sqlitestore: run kinds: %w", err)
+			}
+			out[id] = kind
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("sqlitestore: run kinds: %w", err)
+		}
+	}
+	return out, nil
+}

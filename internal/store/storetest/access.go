@@ -93,6 +93,19 @@ func testAccess(t *testing.T, ns newStoreFunc) {
 		}
 	})
 	parallel(t, ns, "AuditLog", testAuditLog)
+	parallel(t, ns, "RunKinds", func(t *testing.T, f *Fixture) {
+		f.InsertNew("a", f.Base)
+		f.InsertNew("b", f.Base)
+		ra := f.ClaimOne("w", f.At(time.Second), "a")
+		rb := f.ClaimOne("w", f.At(time.Second), "b")
+		got, err := f.Store.RunKinds(f.Ctx(), []string{ra.RunID, rb.RunID, "ffffffffffffffffffffffffffffffff"})
+		if err != nil {
+			t.Fatalf("RunKinds: %v", err)
+		}
+		if diff := cmp.Diff(map[string]string{ra.RunID: "a", rb.RunID: "b"}, got); diff != "" {
+			t.Fatalf("RunKinds (-want +got):\n%s", diff)
+		}
+	})
 }
 
 // testAuditLog appends records and lists them with each filter, pages them
