@@ -95,6 +95,15 @@ type Config struct {
 	BodyReadTimeout time.Duration
 	// NodeID and Version identify this server in /api/healthz; optional.
 	NodeID, Version string
+	// Auth identifies the principal of each request and the role table
+	// decides what it may do (see roles.go). Nil: no authentication and
+	// no Host check, every request is the anonymous admin (tests; a
+	// server always sets it).
+	Auth *Authenticator
+	// Handlers are more routes served by the API's router, keyed by
+	// pattern ("GET /metrics"), under the same authentication and role
+	// table: the server's event stream, throughput and metrics.
+	Handlers map[string]http.Handler
 	// ScheduleChanged, when set, is told the id of every schedule created,
 	// edited, paused, resumed, triggered or deleted here (the schedule
 	// engine reloads it at once instead of at its next poll).
@@ -119,9 +128,18 @@ type API struct {
 	bodyTimeout  time.Duration
 	schedChanged func(id string)
 	guard        *netguard.Guard
+	auth         *Authenticator
+	policies     map[string]policy // the role table, by route pattern
+	extra        map[string]http.Handler
 	nodeID       string
 	version      string
 	handler      http.Handler
+
+	// Shared, safe for concurrent use.
+	ids rota.IDGenerator // audit record ids
+
+	// Written by routes (in New) only.
+	mounted []string // the patterns of every mounted route, in order
 }
 
 // New checks cfg, applies its defaults and returns the API.
@@ -141,6 +159,9 @@ func New(cfg Config) (*API, error) {
 		version: cfg.Version,
 
 		schedChanged: cfg.ScheduleChanged,
+		auth:         cfg.Auth,
+		policies:     routePolicies(),
+		extra:        cfg.Handlers,
 	}
 	if a.log == nil {
 		a.log = slog.Default()
@@ -190,6 +211,10 @@ func (a *API) routes() http.Handler {
 	a.mountVersion(mux)
 	a.mountCluster(mux)
 	a.mountSchedules(mux)
+	a.mountAccess(mux)
+	for pattern, h := range a.extra {
+		a.mountHandler(mux, pattern, h)
+	}
 	router := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := mux.Handler(r); pattern == "" {
 			a.unrouted(w, r, mux)
@@ -197,7 +222,33 @@ func (a *API) routes() http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
-	return a.logRequests(a.recoverPanics(router))
+	return a.withRequestID(a.logRequests(a.recoverPanics(a.authenticate(router))))
+}
+
+// Patterns returns the pattern of every route of the router, in the order
+// they were mounted (the role table's tests walk them).
+func (a *API) Patterns() []string { return append([]string(nil), a.mounted...) }
+
+// policy returns the role table's entry of pattern and records pattern as
+// mounted. A route missing from the table needs the admin role.
+func (a *API) policy(pattern string) policy {
+	a.mounted = append(a.mounted, pattern)
+	if pol, ok := a.policies[pattern]; ok {
+		return pol
+	}
+	return policy{perm: permAdmin}
+}
+
+// mountHandler registers a plain handler under the role table.
+func (a *API) mountHandler(mux *http.ServeMux, pattern string, h http.Handler) {
+	pol := a.policy(pattern)
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := a.authorize(w, r, pattern, pol); err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // unrouted answers a request no pattern matches: the mux knows whether

@@ -45,8 +45,20 @@ type bodyLimiter interface {
 //
 // Request types carry their path and query values in unexported fields (or
 // fields tagged json:"-"), so a body can never set them.
+//
+// Before anything else the request must pass the route's entry in the role
+// table (authorize); after a successful change of an audited route, one
+// audit record is appended (recordAudit).
 func mount[Req, Resp any](a *API, mux *http.ServeMux, pattern string, body bodyMode, exec func(ctx context.Context, req *Req) (Resp, error)) {
+	pol := a.policy(pattern)
 	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := a.authorize(w, r, pattern, pol); err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		if pol.audit != "" {
+			r = r.WithContext(context.WithValue(r.Context(), auditKey{}, &auditNote{}))
+		}
 		req := new(Req)
 		if err := a.decodeRequest(w, r, req, body); err != nil {
 			a.writeError(w, r, err)
@@ -56,6 +68,9 @@ func mount[Req, Resp any](a *API, mux *http.ServeMux, pattern string, body bodyM
 		if err != nil {
 			a.writeError(w, r, err)
 			return
+		}
+		if pol.audit != "" {
+			a.recordAudit(r, pol.audit)
 		}
 		a.writeData(w, r, resp)
 	})

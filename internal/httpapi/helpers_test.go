@@ -44,6 +44,10 @@ type setupOptions struct {
 	scheduleChanged func(id string)
 	// targetGuard is Config.TargetGuard.
 	targetGuard *netguard.Guard
+	// auth, when set, is the Authenticator's config (Tokens and Logger
+	// are filled in); handlers is Config.Handlers.
+	auth     *AuthConfig
+	handlers map[string]http.Handler
 }
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
@@ -93,8 +97,14 @@ func setup(t testing.TB, opts ...func(*setupOptions)) *testEnv {
 	if err := d.Start(ctx); err != nil {
 		t.Fatalf("dispatcher start: %v", err)
 	}
+	var auth *Authenticator
+	if o.auth != nil {
+		ac := *o.auth
+		ac.Tokens, ac.Logger = s, logger
+		auth = NewAuthenticator(ac)
+	}
 	a, err := New(Config{Store: s, Dispatcher: d, Logger: logger, MaxPayload: o.maxPayload, BodyReadTimeout: o.bodyTimeout, NodeID: "node-1", Version: "test",
-		ScheduleChanged: o.scheduleChanged, TargetGuard: o.targetGuard})
+		ScheduleChanged: o.scheduleChanged, TargetGuard: o.targetGuard, Auth: auth, Handlers: o.handlers})
 	if err != nil {
 		t.Fatalf("httpapi.New: %v", err)
 	}

@@ -89,6 +89,7 @@ func (k *kindPutRequest) validate(*API) error {
 //
 // PUT /api/kinds/{kind}
 func (a *API) kindPut(ctx context.Context, req *kindPutRequest) (*rotaapi.Kind, error) {
+	a.noteKindBefore(ctx, req.kind)
 	k, err := a.disp.KindUpsert(ctx, store.KindUpsertParams{
 		Name:             req.kind,
 		PriorityFactor:   req.PriorityFactor,
@@ -100,7 +101,9 @@ func (a *API) kindPut(ctx context.Context, req *kindPutRequest) (*rotaapi.Kind, 
 	if err != nil {
 		return nil, fmt.Errorf("put kind: %w", err)
 	}
-	return new(toKind(k)), nil
+	out := new(toKind(k))
+	noteAudit(ctx, k.Name, nil, out)
+	return out, nil
 }
 
 // kindPause stops handing out tasks of a kind (creating the kind if
@@ -119,9 +122,20 @@ func (a *API) kindResume(ctx context.Context, req *kindRequest) (*rotaapi.Kind, 
 }
 
 func (a *API) setPaused(ctx context.Context, kind string, paused bool) (*rotaapi.Kind, error) {
+	a.noteKindBefore(ctx, kind)
 	k, err := a.disp.KindUpsert(ctx, store.KindUpsertParams{Name: kind, Paused: &paused})
 	if err != nil {
 		return nil, fmt.Errorf("pause kind: %w", err)
 	}
-	return new(toKind(k)), nil
+	out := new(toKind(k))
+	noteAudit(ctx, k.Name, nil, out)
+	return out, nil
+}
+
+// noteKindBefore notes a kind's settings before a change, for the audit
+// log (nothing for a kind the change creates).
+func (a *API) noteKindBefore(ctx context.Context, kind string) {
+	if k, err := a.store.KindGet(ctx, kind); err == nil {
+		noteAudit(ctx, kind, new(toKind(k)), nil)
+	}
 }

@@ -304,6 +304,7 @@ func (a *API) scheduleCreate(ctx context.Context, req *createRequest) (*rotaapi.
 		return nil, fmt.Errorf("create schedule: %w", err)
 	}
 	a.changed(got.ID)
+	noteAudit(ctx, got.ID, nil, new(toSchedule(got)))
 	return &rotaapi.ScheduleIDResponse{ScheduleID: got.ID}, nil
 }
 
@@ -384,6 +385,7 @@ func (a *API) edit(ctx context.Context, ref string, mod func(s *rota.Schedule) e
 		}
 		got, err := a.store.ScheduleUpdate(ctx, store.ScheduleUpdateParams{Schedule: s, Now: now})
 		if err == nil {
+			noteAudit(ctx, got.ID, new(toSchedule(prev)), new(toSchedule(got)))
 			return got, nil
 		}
 		if !errors.Is(err, rota.ErrConflict) || try == updateAttempts {
@@ -430,6 +432,7 @@ func (a *API) scheduleDelete(ctx context.Context, req *scheduleRef) (*rotaapi.Sc
 		return nil, fmt.Errorf("delete schedule: %w", err)
 	}
 	a.changed(s.ID)
+	noteAudit(ctx, s.ID, new(toSchedule(s)), nil)
 	return &rotaapi.ScheduleIDResponse{ScheduleID: s.ID}, nil
 }
 
@@ -477,7 +480,9 @@ func (a *API) scheduleTrigger(ctx context.Context, req *scheduleRef) (*rotaapi.T
 	}
 	a.disp.Notify(s.Kind, n)
 	a.changed(s.ID)
-	return &rotaapi.TriggerResponse{TaskID: r.TaskID, FireTime: rotaapi.Unix(r.FireTime)}, nil
+	out := &rotaapi.TriggerResponse{TaskID: r.TaskID, FireTime: rotaapi.Unix(r.FireTime)}
+	noteAudit(ctx, s.ID, nil, out)
+	return out, nil
 }
 
 // scheduleRunsRequest is GET /api/schedules/{id}/runs.

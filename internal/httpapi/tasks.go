@@ -172,6 +172,9 @@ func (s *submitRequest) checkWorkers(f func(string) string, p *store.TaskInsertP
 // POST /api/tasks
 func (a *API) taskSubmit(ctx context.Context, req *submitRequest) (*rotaapi.SubmitResponse, error) {
 	p := req.params
+	if err := checkKindAllowed(ctx, "kind", p.Kind); err != nil {
+		return nil, err
+	}
 	p.ID = a.disp.NewID()
 	res, err := a.disp.Submit(ctx, []store.TaskInsertParams{p})
 	if err != nil {
@@ -217,6 +220,11 @@ func (b *batchRequest) checkItems(a *API, now time.Time) error {
 //
 // POST /api/tasks/batch
 func (a *API) taskSubmitBatch(ctx context.Context, req *batchRequest) (*rotaapi.BatchSubmitResponse, error) {
+	for i := range req.params {
+		if err := checkKindAllowed(ctx, fmt.Sprintf("tasks[%d].kind", i), req.params[i].Kind); err != nil {
+			return nil, err
+		}
+	}
 	for i := range req.params {
 		req.params[i].ID = a.disp.NewID()
 	}
@@ -392,6 +400,25 @@ func (u *updateRequest) validate(*API) error {
 	return nil
 }
 
+// changes is what a PATCH asked for, for the audit log (the task itself
+// would carry its payload there).
+func (u *updateRequest) changes() map[string]any {
+	out := map[string]any{}
+	if u.Priority != nil {
+		out["priority"] = *u.Priority
+	}
+	if u.WorkerIDs != nil {
+		out["worker_ids"] = *u.WorkerIDs
+	}
+	if u.HeartbeatTimeoutSeconds != nil {
+		out["heartbeat_timeout_seconds"] = *u.HeartbeatTimeoutSeconds
+	}
+	if u.MaxRetries != nil {
+		out["max_retries"] = *u.MaxRetries
+	}
+	return out
+}
+
 // taskUpdate changes the priority, allowed workers, heartbeat timeout or
 // retry budget of an unfinished task. Narrowing worker_ids stops the runs
 // of the workers no longer allowed.
@@ -402,5 +429,7 @@ func (a *API) taskUpdate(ctx context.Context, req *updateRequest) (*rotaapi.Task
 	if err != nil {
 		return nil, fmt.Errorf("update task: %w", err)
 	}
-	return toTaskDetail(t), nil
+	out := toTaskDetail(t)
+	noteAudit(ctx, t.ID, nil, req.changes())
+	return out, nil
 }

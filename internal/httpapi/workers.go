@@ -74,6 +74,11 @@ func (c *claimRequest) validate(*API) error {
 //
 // POST /api/workers/claim
 func (a *API) workerClaim(ctx context.Context, req *claimRequest) (*rotaapi.ClaimResponse, error) {
+	for i, k := range req.claim.Kinds { // a confined token claims its kinds only
+		if err := checkKindAllowed(ctx, fmt.Sprintf("kinds[%d]", i), k); err != nil {
+			return nil, err
+		}
+	}
 	res, err := a.disp.Claim(ctx, req.claim)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
@@ -119,6 +124,9 @@ func (h *heartbeatRequest) validate(*API) error {
 //
 // POST /api/runs/{run_id}/heartbeat
 func (a *API) runHeartbeat(ctx context.Context, req *heartbeatRequest) (*rotaapi.HeartbeatResponse, error) {
+	if err := a.checkRunAllowed(ctx, req.runID); err != nil {
+		return nil, err
+	}
 	res, err := a.disp.HeartbeatWait(ctx, req.runID, req.WorkerID, req.Message, req.wait)
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
@@ -175,6 +183,9 @@ func toReportResponse(t *rota.Task, runID string) *rotaapi.ReportResponse {
 //
 // POST /api/runs/{run_id}/succeed
 func (a *API) runSucceed(ctx context.Context, req *succeedRequest) (*rotaapi.ReportResponse, error) {
+	if err := a.checkRunAllowed(ctx, req.runID); err != nil {
+		return nil, err
+	}
 	t, err := a.disp.Complete(ctx, store.RunCompleteParams{
 		RunID: req.runID, WorkerID: req.WorkerID, Success: true, Message: req.Message, Result: req.Result,
 	})
@@ -189,6 +200,9 @@ func (a *API) runSucceed(ctx context.Context, req *succeedRequest) (*rotaapi.Rep
 //
 // POST /api/runs/{run_id}/fail
 func (a *API) runFail(ctx context.Context, req *failRequest) (*rotaapi.ReportResponse, error) {
+	if err := a.checkRunAllowed(ctx, req.runID); err != nil {
+		return nil, err
+	}
 	retry := req.Retry == nil || *req.Retry
 	t, err := a.disp.Complete(ctx, store.RunCompleteParams{
 		RunID: req.runID, WorkerID: req.WorkerID, Success: false, Message: req.Message, Retry: retry,
@@ -219,6 +233,9 @@ func (r *releaseRequest) validate(*API) error {
 //
 // POST /api/runs/{run_id}/release
 func (a *API) runRelease(ctx context.Context, req *releaseRequest) (*rotaapi.ReportResponse, error) {
+	if err := a.checkRunAllowed(ctx, req.runID); err != nil {
+		return nil, err
+	}
 	t, err := a.disp.Complete(ctx, store.RunCompleteParams{
 		RunID: req.runID, WorkerID: req.WorkerID, Release: true, Message: req.Message,
 	})
@@ -313,7 +330,32 @@ func checkReport(it *rotaapi.ReportItem, maxPayload int64, prefix string) (store
 //
 // POST /api/runs/reports
 func (a *API) runReports(ctx context.Context, req *reportsRequest) (*rotaapi.ReportsResponse, error) {
-	tasks, errs := a.disp.CompleteMany(ctx, req.params)
+	ids := make([]string, len(req.params))
+	for i, p := range req.params {
+		ids[i] = p.RunID
+	}
+	forbidden, err := a.forbiddenRuns(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	// Reports on runs of kinds the token may not touch fail alone (403);
+	// the others go to the dispatcher together.
+	allowed := make([]store.RunCompleteParams, 0, len(req.params))
+	for _, p := range req.params {
+		if forbidden[p.RunID] == nil {
+			allowed = append(allowed, p)
+		}
+	}
+	done, doneErrs := a.disp.CompleteMany(ctx, allowed)
+	tasks, errs := make([]*rota.Task, len(req.params)), make([]error, len(req.params))
+	for i, j := 0, 0; i < len(req.params); i++ {
+		if ferr := forbidden[req.params[i].RunID]; ferr != nil {
+			errs[i] = ferr
+			continue
+		}
+		tasks[i], errs[i] = done[j], doneErrs[j]
+		j++
+	}
 	out := &rotaapi.ReportsResponse{Results: make([]rotaapi.ReportResult, len(req.params))}
 	for i, p := range req.params {
 		res := &out.Results[i]
@@ -363,4 +405,35 @@ func (a *API) workerStop(ctx context.Context, req *workerIDRequest) (*rotaapi.Wo
 	}
 	out := toWorker(w)
 	return &out, nil
+}
+
+// checkRunAllowed refuses (403) a report on a run whose kind the token is
+// not confined to.
+func (a *API) checkRunAllowed(ctx context.Context, runID string) error {
+	forbidden, err := a.forbiddenRuns(ctx, []string{runID})
+	if err != nil {
+		return err
+	}
+	return forbidden[runID]
+}
+
+// forbiddenRuns returns the 403 error of each run (by id) whose kind the
+// principal of ctx may not touch; nil for a principal of any kind (no
+// store read then). Unknown runs are left to the report itself.
+func (a *API) forbiddenRuns(ctx context.Context, runIDs []string) (map[string]error, error) {
+	p := principal(ctx)
+	if len(p.Kinds) == 0 {
+		return nil, nil
+	}
+	kinds, err := a.store.RunKinds(ctx, runIDs)
+	if err != nil {
+		return nil, fmt.Errorf("look up the kinds of runs: %w", err)
+	}
+	out := make(map[string]error)
+	for id, k := range kinds {
+		if err := checkKindAllowed(ctx, "run_id", k); err != nil {
+			out[id] = err
+		}
+	}
+	return out, nil
 }
