@@ -70,6 +70,9 @@ type Config struct {
 	// CleanupInterval is how often the leader deletes finished tasks past
 	// their kind's retention (default DefaultCleanupInterval, 1 minute).
 	CleanupInterval time.Duration
+	// AuditRetention, when positive, is how long the audit log keeps its
+	// records: the retention cleanup deletes older ones too.
+	AuditRetention time.Duration
 	// Jitter returns a number in [0,1); default math/rand/v2.
 	Jitter func() float64
 	// Leader, when set, is asked before each round of leader-only duties
@@ -145,7 +148,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	if d.retention, err = NewRetention(RetentionConfig{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: cfg.Logger, Interval: cfg.CleanupInterval,
-		LeaderPoll: cfg.ReapInterval, Leader: d.leading,
+		LeaderPoll: cfg.ReapInterval, Leader: d.leading, Audit: cfg.Store, AuditRetention: cfg.AuditRetention,
 	}); err != nil {
 		return nil, err
 	}

@@ -22,6 +22,12 @@ type RetentionStore interface {
 	TaskCleanup(ctx context.Context, p store.TaskCleanupParams) (int, error)
 }
 
+// AuditCleaner deletes old audit records (store.AccessStore's).
+type AuditCleaner interface {
+	// AuditCleanup: see store.AccessStore.
+	AuditCleanup(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
 // RetentionConfig configures a Retention. Zero values mean the defaults.
 type RetentionConfig struct {
 	Store  RetentionStore // required
@@ -40,10 +46,15 @@ type RetentionConfig struct {
 	LeaderPoll time.Duration
 	// Leader: as ReaperConfig.Leader. Nil: always leads, unfenced.
 	Leader LeaderFunc
+	// Audit, when set with a positive AuditRetention, also deletes the
+	// audit records older than AuditRetention each round.
+	Audit          AuditCleaner
+	AuditRetention time.Duration
 }
 
 // Retention is the retention cleanup, a leader duty: every Interval it
-// deletes finished tasks past their kind's RetentionSeconds, in batches.
+// deletes finished tasks past their kind's RetentionSeconds, and audit
+// records past AuditRetention, in batches.
 type Retention struct {
 	service
 	cfg RetentionConfig // immutable after NewRetention
@@ -103,6 +114,9 @@ func (r *Retention) loop(ctx context.Context) {
 // Reaper.runOnce it leaves the leadership question to the loop and the
 // fencing to the store.
 func (r *Retention) runOnce(ctx context.Context) int {
+	if r.cfg.Audit != nil && r.cfg.AuditRetention > 0 {
+		r.cleanAudit(ctx)
+	}
 	term, _ := r.cfg.Leader()
 	total := 0
 	for {
@@ -123,6 +137,30 @@ func (r *Retention) runOnce(ctx context.Context) int {
 				r.cfg.Logger.Info("dispatch: deleted finished tasks past their retention", "tasks", total)
 			}
 			return total
+		}
+	}
+}
+
+// cleanAudit deletes the audit records older than AuditRetention, in
+// batches. Deleting what is past its retention is idempotent, so it needs
+// no fencing.
+func (r *Retention) cleanAudit(ctx context.Context) {
+	before := r.cfg.Clock.Now().Add(-r.cfg.AuditRetention)
+	total := 0
+	for {
+		n, err := r.cfg.Audit.AuditCleanup(ctx, before, r.cfg.BatchSize)
+		total += n
+		if err != nil {
+			if ctx.Err() == nil {
+				r.cfg.Logger.Error("dispatch: audit log cleanup", "err", err)
+			}
+			return
+		}
+		if n < r.cfg.BatchSize {
+			if total > 0 {
+				r.cfg.Logger.Info("dispatch: deleted audit records past their retention", "records", total)
+			}
+			return
 		}
 	}
 }

@@ -6,6 +6,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -59,9 +60,22 @@ type Config struct {
 	RetryBackoff time.Duration
 	// ReapInterval bounds how late an expired lease is noticed (default 500ms).
 	ReapInterval time.Duration
-	// AuthToken, when set, is required on every API request (Authorization:
-	// Bearer, or the UI's cookie); health probes stay open.
+	// AuthToken, when set, turns authentication on and is the bootstrap
+	// admin token: every API request needs it or a token made with POST
+	// /api/tokens (Authorization: Bearer, or the UI's cookie); health
+	// probes stay open. Empty: authentication is off (every request is an
+	// admin), which New allows on a loopback Listen address only, unless
+	// InsecureNoAuth.
 	AuthToken string
+	// InsecureNoAuth lets a server without AuthToken listen on a
+	// non-loopback address (a warning is logged at every start).
+	InsecureNoAuth bool
+	// TLSCert and TLSKey, both set, are the PEM files of the certificate
+	// and key the server serves HTTPS with.
+	TLSCert, TLSKey string
+	// AuditRetention is how long audit records are kept (default 90 days);
+	// the leader deletes older ones with its other periodic duties.
+	AuditRetention time.Duration
 	// NodeID names this node in the cluster (default host-pid-random).
 	NodeID string
 	// Advertise is the address other nodes and the UI show for this node
@@ -81,6 +95,46 @@ type Config struct {
 	Version string
 	Logger  *slog.Logger
 	Clock   clock.Clock
+}
+
+// DefaultAuditRetention is how long audit records are kept by default.
+const DefaultAuditRetention = 90 * 24 * time.Hour
+
+// ErrOpenDoor is returned by New for a server that would serve a
+// non-loopback address with no credential.
+var ErrOpenDoor = errors.New("refusing to serve without authentication on a non-loopback address: " +
+	"set --auth-token (ROTA_AUTH_TOKEN), or --insecure-no-auth to accept an open server")
+
+// checkSecurity refuses an open door (no credential on a non-loopback
+// listen address) and half a TLS configuration.
+func checkSecurity(cfg Config) error {
+	if cfg.AuthToken == "" && !cfg.InsecureNoAuth && !httpapi.IsLoopbackListen(cfg.Listen) {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, ErrOpenDoor)
+	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key go together: give both or neither")
+	}
+	return nil
+}
+
+// allowedHosts are the Host names served with authentication off besides
+// loopback ones: the advertised host and an explicit listen host.
+func allowedHosts(cfg Config) []string {
+	var out []string
+	for _, addr := range []string{cfg.Advertise, cfg.Listen} {
+		if addr == "" {
+			continue
+		}
+		host := addr
+		if h, _, err := net.SplitHostPort(addr); err == nil {
+			host = h
+		}
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			continue
+		}
+		out = append(out, strings.Trim(host, "[]"))
+	}
+	return out
 }
 
 // Server is a running Rota node.
@@ -130,6 +184,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.Version == "" {
 		cfg.Version = buildinfo.Get().Version
+	}
+	if cfg.AuditRetention <= 0 {
+		cfg.AuditRetention = DefaultAuditRetention
+	}
+	if err := checkSecurity(cfg); err != nil {
+		return nil, err
 	}
 	st, err := openStore(ctx, cfg)
 	if err != nil {
@@ -199,7 +259,7 @@ func (s *Server) initTelemetry() error {
 func (s *Server) initDispatcher() error {
 	disp, err := dispatch.New(dispatch.Config{
 		Store: s.store, Clock: s.cfg.Clock, Logger: s.cfg.Logger, IDs: &rota.IDGenerator{},
-		BackoffBase: s.cfg.RetryBackoff, ReapInterval: s.cfg.ReapInterval,
+		BackoffBase: s.cfg.RetryBackoff, ReapInterval: s.cfg.ReapInterval, AuditRetention: s.cfg.AuditRetention,
 		Leader: s.elector.Leading,
 		Events: func(ev rota.Event) { s.hub.Publish(ev); s.queue.Observe(ev) },
 	})
@@ -216,32 +276,42 @@ func (s *Server) initDispatcher() error {
 // the authenticator, and creates the HTTP server.
 func (s *Server) initHTTP() error {
 	cfg := s.cfg
+	auth := httpapi.NewAuthenticator(httpapi.AuthConfig{
+		BootstrapToken: cfg.AuthToken, Tokens: s.store, AllowedHosts: allowedHosts(cfg),
+		Now: cfg.Clock.Now, Logger: cfg.Logger,
+	})
 	api, err := httpapi.New(httpapi.Config{
 		Store: s.store, Dispatcher: s.disp, Clock: cfg.Clock, Logger: cfg.Logger,
 		MaxPayload: cfg.MaxPayload, Version: cfg.Version, NodeID: cfg.NodeID,
 		ScheduleChanged: s.schedules.changed,
 		TargetGuard:     s.guard,
+		Auth:            auth,
+		Handlers: map[string]http.Handler{
+			httpapi.RouteEvents:     s.hub.Handler(),
+			httpapi.RouteThroughput: s.hub.ThroughputHandler(),
+			httpapi.RouteMetrics: promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
+				ErrorHandling: promhttp.ContinueOnError,
+				ErrorLog:      slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+			}),
+		},
 	})
 	if err != nil {
 		return err
 	}
-	auth := httpapi.NewAuthenticator(cfg.AuthToken)
 	uiCfg := ui.Config{Version: cfg.Version, Logger: cfg.Logger, CookieName: httpapi.AuthCookie}
-	if auth != nil {
-		uiCfg.CheckToken = auth.Check
+	if auth.Enabled() {
+		uiCfg.CheckToken = func(r *http.Request, token string) error {
+			_, err := auth.Login(r, token)
+			return err
+		}
 	}
 	web, err := ui.New(uiCfg)
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/api/", auth.Require(api.Handler()))
-	mux.Handle("/api/events", auth.Require(s.hub.Handler()))
-	mux.Handle("/api/stats/throughput", auth.Require(s.hub.ThroughputHandler()))
-	mux.Handle("/metrics", auth.Require(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
-		ErrorHandling: promhttp.ContinueOnError,
-		ErrorLog:      slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
-	})))
+	mux.Handle("/api/", api.Handler())
+	mux.Handle("/metrics", api.Handler())
 	mux.Handle("/", web.Handler())
 	s.mux = mux
 	s.http = &http.Server{
@@ -272,6 +342,13 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 // Start binds the listen address (failing at once if it is taken), starts
 // the dispatcher and serves in the background.
 func (s *Server) Start(ctx context.Context) error {
+	if s.cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(s.cfg.TLSCert, s.cfg.TLSKey)
+		if err != nil {
+			return fmt.Errorf("load --tls-cert/--tls-key: %w", err)
+		}
+		s.http.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
@@ -295,14 +372,25 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	go func() {
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if s.http.TLSConfig != nil {
+			err = s.http.ServeTLS(ln, "", "")
+		} else {
+			err = s.http.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.errc <- err
 		}
 		close(s.errc)
 	}()
 	bi := buildinfo.Get()
 	s.cfg.Logger.Info("rota server started", "addr", s.Addr(), "store", s.describeStore(),
-		"version", s.cfg.Version, "commit", bi.Commit, "build_date", bi.BuildDate, "go_version", bi.GoVersion)
+		"version", s.cfg.Version, "commit", bi.Commit, "build_date", bi.BuildDate, "go_version", bi.GoVersion,
+		"tls", s.http.TLSConfig != nil, "auth", s.cfg.AuthToken != "")
+	if s.cfg.AuthToken == "" && s.cfg.InsecureNoAuth && !httpapi.IsLoopbackListen(s.cfg.Listen) {
+		s.cfg.Logger.Warn("authentication is OFF on a non-loopback address (--insecure-no-auth): anyone who reaches " +
+			s.Addr() + " is an admin; set --auth-token")
+	}
 	return nil
 }
 

@@ -76,14 +76,22 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	if err := disp.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	api, err := httpapi.New(httpapi.Config{Store: st, Dispatcher: disp, Logger: logger, Version: "test"})
+	auth := httpapi.NewAuthenticator(httpapi.AuthConfig{BootstrapToken: opts.authToken, Tokens: st, Logger: logger})
+	api, err := httpapi.New(httpapi.Config{Store: st, Dispatcher: disp, Logger: logger, Version: "test", Auth: auth,
+		Handlers: map[string]http.Handler{
+			httpapi.RouteEvents:     hub.Handler(),
+			httpapi.RouteThroughput: hub.ThroughputHandler(),
+			httpapi.RouteMetrics:    promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}),
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := httpapi.NewAuthenticator(opts.authToken)
 	uiCfg := ui.Config{Version: "test", Logger: logger}
-	if auth != nil {
-		uiCfg.CheckToken = auth.Check
+	if auth.Enabled() {
+		uiCfg.CheckToken = func(r *http.Request, token string) error {
+			_, err := auth.Login(r, token)
+			return err
+		}
 		uiCfg.CookieName = httpapi.AuthCookie
 	}
 	u, err := ui.New(uiCfg)
@@ -91,10 +99,8 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/api/", auth.Require(api.Handler()))
-	mux.Handle("GET /api/events", auth.Require(hub.Handler()))
-	mux.Handle("GET /api/stats/throughput", auth.Require(hub.ThroughputHandler()))
-	mux.Handle("GET /metrics", auth.Require(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})))
+	mux.Handle("/api/", api.Handler())
+	mux.Handle("/metrics", api.Handler())
 	mux.Handle("/", u.Handler())
 	if opts.routes != nil {
 		opts.routes(mux)

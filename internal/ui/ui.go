@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -48,10 +49,14 @@ var assets embed.FS
 
 // Config configures the UI. Zero values mean the documented defaults.
 type Config struct {
-	// CheckToken reports whether a token is the API token. When nil,
-	// authentication is off: /login redirects to /. When set, the API must
-	// accept the cookie CookieName as well as the Authorization header.
-	CheckToken func(token string) bool
+	// CheckToken checks a token presented to /login by the client of r:
+	// nil when the API accepts it, else an error (one with a
+	// RetryAfter() time.Duration method above zero is answered 429 with
+	// Retry-After: too many failures). It logs and counts failures. When
+	// nil, authentication is off: /login redirects to /. When set, the API
+	// must accept the cookie CookieName as well as the Authorization
+	// header.
+	CheckToken func(r *http.Request, token string) error
 	// CookieName is the cookie /login sets (default DefaultCookieName).
 	CookieName string
 	// SecureCookie sets the cookie's Secure attribute even on plain HTTP
@@ -261,7 +266,19 @@ func (u *UI) postLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
 	next := safeNext(r.PostForm.Get("next"))
-	if token == "" || !u.cfg.CheckToken(token) {
+	if token == "" {
+		u.render(w, u.login, http.StatusUnauthorized, loginData{Next: next, Error: "Wrong token.", Version: u.cfg.Version})
+		return
+	}
+	if err := u.cfg.CheckToken(r, token); err != nil {
+		var ra interface{ RetryAfter() time.Duration }
+		if errors.As(err, &ra) && ra.RetryAfter() > 0 {
+			secs := max(1, int((ra.RetryAfter()+time.Second-1)/time.Second))
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			u.render(w, u.login, http.StatusTooManyRequests, loginData{Next: next,
+				Error: fmt.Sprintf("Too many failed logins from your address: try again in %d s.", secs), Version: u.cfg.Version})
+			return
+		}
 		u.render(w, u.login, http.StatusUnauthorized, loginData{Next: next, Error: "Wrong token.", Version: u.cfg.Version})
 		return
 	}

@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -90,7 +91,12 @@ func TestAssetsRevalidate(t *testing.T) {
 
 func TestLogin(t *testing.T) {
 	t.Parallel()
-	h := newUI(t, ui.Config{CheckToken: func(s string) bool { return s == "right" }})
+	h := newUI(t, ui.Config{CheckToken: func(_ *http.Request, s string) error {
+		if s != "right" {
+			return errors.New("wrong")
+		}
+		return nil
+	}})
 	post := func(form url.Values) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
