@@ -110,7 +110,7 @@ e.g. ROTA_SERVER for --server.`,
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newServerCmd(env), newTaskCmd(env), newKindCmd(env), newScheduleCmd(env), newWorkerCmd(env), newStatsCmd(env), newBenchCmd(env),
-		newVersionCmd(env), newHealthcheckCmd(env))
+		newVersionCmd(env), newHealthcheckCmd(env), newTokenCmd(env))
 	return root
 }
 

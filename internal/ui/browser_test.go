@@ -117,6 +117,7 @@ func pages(taskID string) []struct{ name, path, ready string } {
 		{"submit", "/submit", "#submit-form"},
 		{"workers", "/workers", "#workers-table"},
 		{"kinds", "/kinds", "#kinds-table"},
+		{"audit", "/audit", "#audit-table, #audit-list p.empty"},
 		{"not-found", "/no/such/page", "[data-page=not-found] h1"},
 	}
 }

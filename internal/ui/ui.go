@@ -4,7 +4,7 @@
 // toolchain is ever needed.
 //
 // The pages (/, /tasks, /tasks/{id}, /submit, /schedules, /schedules/new,
-// /schedules/{id}, /schedules/{id}/edit, /workers, /kinds) are one shell
+// /schedules/{id}, /schedules/{id}/edit, /workers, /kinds, /audit) are one shell
 // document; static/app.js routes between them with the History API, so
 // every page has its own URL and back and forward work. Pages read the JSON
 // API under /api/ and follow the event stream (GET /api/events) to update
@@ -181,7 +181,7 @@ func (u *UI) serveAsset(w http.ResponseWriter, r *http.Request) {
 }
 
 // pagePattern matches the paths of the UI's pages.
-var pagePattern = regexp.MustCompile(`^/(|tasks|tasks/[0-9a-f]{32}|submit|schedules|schedules/new|schedules/[^/]+|schedules/[^/]+/edit|workers|kinds)$`)
+var pagePattern = regexp.MustCompile(`^/(|tasks|tasks/[0-9a-f]{32}|submit|schedules|schedules/new|schedules/[^/]+|schedules/[^/]+/edit|workers|kinds|audit)$`)
 
 // shellData is what the shell template shows.
 type shellData struct {

@@ -4,6 +4,7 @@
 // AbortSignal that fires when the user leaves the page, and navigate().
 import {h, replace} from './lib/dom.js';
 import {Live} from './lib/live.js';
+import {api} from './lib/api.js';
 
 const routes = [
   [/^\/$/, 'overview', 'Overview'],
@@ -16,6 +17,7 @@ const routes = [
   [/^\/schedules\/([^/]+)$/, 'schedule', 'Schedule'],
   [/^\/workers$/, 'workers', 'Workers'],
   [/^\/kinds$/, 'kinds', 'Kinds'],
+  [/^\/audit$/, 'audit', 'Audit log'],
 ];
 
 const main = document.getElementById('main');
@@ -91,5 +93,16 @@ document.addEventListener('click', (e) => {
 
 window.addEventListener('popstate', () => render());
 
+// The caller's role: what it may not do is hidden (data-needs; app.css),
+// and the server refuses it anyway.
+async function whoami() {
+  try {
+    const me = await api('GET', '/api/auth/me');
+    document.body.dataset.role = me.role;
+    if (me.auth) document.getElementById('who').textContent = `${me.name} (${me.role})`;
+  } catch (err) { console.warn(err); }
+}
+
+whoami();
 live.start();
 render();

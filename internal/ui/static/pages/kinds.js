@@ -16,7 +16,7 @@ export default async function render(root, _params, {live, signal}) {
   const rows = new Map(); // kind → {tr, dirty}
 
   const newName = h('input', {name: 'kind', id: 'new-kind', placeholder: 'kind name', pattern: '[A-Za-z0-9_.:\\-]{1,128}', required: true});
-  const add = h('form', {class: 'card form', id: 'new-kind-form', onsubmit: async (e) => {
+  const add = h('form', {class: 'card form', id: 'new-kind-form', 'data-needs': 'operate', onsubmit: async (e) => {
     e.preventDefault();
     try {
       await api('PUT', '/api/kinds/' + encodeURIComponent(newName.value.trim()), {});
@@ -36,7 +36,7 @@ export default async function render(root, _params, {live, signal}) {
     const inputs = SETTINGS.map(([name, label, min, max, step]) =>
       h('input', {name, type: 'number', min, max, step, value: k[name], 'aria-label': `${label} of ${k.kind}`, 'data-setting': name}));
     const state = {dirty: false};
-    const toggle = h('button', {type: 'button', class: 'small', 'data-toggle': k.kind}, k.paused ? 'Resume' : 'Pause');
+    const toggle = h('button', {type: 'button', class: 'small', 'data-toggle': k.kind, 'data-needs': 'operate'}, k.paused ? 'Resume' : 'Pause');
     toggle.addEventListener('click', async () => {
       toggle.disabled = true;
       try {
@@ -44,7 +44,7 @@ export default async function render(root, _params, {live, signal}) {
         await load();
       } catch (err) { say(err.message, true); toggle.disabled = false; }
     });
-    const save = h('button', {type: 'submit', class: 'small'}, 'Save');
+    const save = h('button', {type: 'submit', class: 'small', 'data-needs': 'operate'}, 'Save');
     const form = h('form', {class: 'inline-form', 'data-kind-form': k.kind, onsubmit: async (e) => {
       e.preventDefault();
       const body = {};

@@ -55,7 +55,7 @@ export default async function render(root, params, {signal, navigate, setTitle})
 
   const previewList = h('div', {id: 'preview', 'aria-live': 'polite'}, h('p', {class: 'muted'}, 'Type an expression to see its next fire times.'));
   const status = h('div', {id: 'sched-status'});
-  const saveBtn = h('button', {type: 'submit', class: 'primary', id: 'sched-save'}, id ? 'Save' : 'Create');
+  const saveBtn = h('button', {type: 'submit', class: 'primary', id: 'sched-save', 'data-needs': 'operate'}, id ? 'Save' : 'Create');
 
   function timetable() {
     if (mode.value === 'cron') return {cron_expr: cron.value.trim(), timezone: tz.value.trim()};

@@ -37,7 +37,7 @@ export default async function render(root, [id], {live, signal, navigate, setTit
     const btn = (label, idAttr, fn, cls) => h('button', {type: 'button', id: idAttr, class: cls, onclick: fn}, label);
     replace(head,
       h('h1', null, s.name || sid(s), enabled ? badge('active') : badge(s.ended ? 'ended' : 'paused')),
-      h('div', {class: 'row card', id: 'schedule-actions'},
+      h('div', {class: 'row card', id: 'schedule-actions', 'data-needs': 'operate'},
         enabled ? btn('Pause', 'pause-schedule', () => act('Schedule paused.', 'POST', '/pause'))
           : btn('Resume', 'resume-schedule', () => act('Schedule resumed.', 'POST', '/resume')),
         btn('Trigger now', 'trigger-schedule', () => act('Run triggered.', 'POST', '/trigger')),

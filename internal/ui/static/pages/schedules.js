@@ -8,7 +8,7 @@ const STRIP = 20;
 
 export default async function render(root, _params, {live, signal}) {
   const list = h('section', {class: 'card', id: 'schedule-list'}, h('p', {class: 'empty'}, 'Loading…'));
-  root.append(h('div', {class: 'spread'}, h('h1', null, 'Schedules'), h('a', {href: '/schedules/new', id: 'new-schedule'}, 'New schedule')), list);
+  root.append(h('div', {class: 'spread'}, h('h1', null, 'Schedules'), h('a', {href: '/schedules/new', id: 'new-schedule', 'data-needs': 'operate'}, 'New schedule')), list);
 
   let kinds = new Set();
   async function load() {

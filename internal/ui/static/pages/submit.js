@@ -20,7 +20,7 @@ export default async function render(root, _params, {signal, navigate}) {
   const workers = num('workers', 'submit-workers', '1', 1, 1000);
   const workerIDs = h('input', {name: 'worker_ids', id: 'submit-worker-ids', placeholder: 'any worker'});
   const status = h('div', {id: 'submit-status'});
-  const button = h('button', {type: 'submit', class: 'primary', id: 'submit-button'}, 'Submit');
+  const button = h('button', {type: 'submit', class: 'primary', id: 'submit-button', 'data-needs': 'submit'}, 'Submit');
 
   function parsePayload() {
     const text = payload.value.trim();

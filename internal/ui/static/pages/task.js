@@ -8,7 +8,7 @@ export default async function render(root, [id], {live, signal, navigate, setTit
   setTitle('Task ' + id.slice(-12));
   const head = h('div', {id: 'task-head'});
   const flash = h('div', {id: 'task-flash'});
-  const actions = h('section', {class: 'card', id: 'task-actions'});
+  const actions = h('section', {class: 'card', id: 'task-actions', 'data-needs': 'operate'});
   const info = h('div', {id: 'task-info'});
   root.append(head, flash, actions, info);
 

@@ -27,7 +27,7 @@ export default async function render(root, _params, {live, signal}) {
     replace(list, ws.length === 0 ? h('p', {class: 'empty'}, 'No worker has connected yet.') :
       table(['Worker', 'Status', 'Kinds', 'Address', h('th', {class: 'num'}, 'Running'), 'Last seen', 'First seen', ''],
         ws.map(w => {
-          const btn = h('button', {type: 'button', class: 'small danger', 'data-stop': w.worker_id,
+          const btn = h('button', {type: 'button', class: 'small danger', 'data-stop': w.worker_id, 'data-needs': 'operate',
             disabled: w.stop_requested || w.status === 'stopped'}, w.stop_requested ? 'Stopping' : 'Stop');
           btn.addEventListener('click', () => stop(w.worker_id, btn));
           return h('tr', {'data-worker': w.worker_id},
