@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/rotaapi"
 )
 
 func newTokenCmd(env Env) *cobra.Command {
@@ -32,17 +35,6 @@ Exit codes: 0 ok, 1 error, 2 bad usage or input rejected by the server, 3 no suc
 	}
 	cmd.AddCommand(newTokenCreateCmd(env), newTokenListCmd(env), newTokenRevokeCmd(env))
 	return cmd
-}
-
-// tokenData is a token as GET /api/tokens lists it.
-type tokenData struct {
-	TokenID   string   `json:"token_id"`
-	Name      string   `json:"name"`
-	Role      string   `json:"role"`
-	Kinds     []string `json:"kinds"`
-	CreatedAt int64    `json:"created_at"`
-	RevokedAt int64    `json:"revoked_at"`
-	Token     string   `json:"token"` // POST /api/tokens only
 }
 
 func unixCell(sec int64) any {
@@ -72,14 +64,11 @@ func newTokenCreateCmd(env Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			body := map[string]any{"name": name, "role": role}
-			if len(kinds) > 0 {
-				body["kinds"] = kinds
-			}
+			body := rotaapi.TokenCreateRequest{Name: name, Role: rota.Role(role), Kinds: kinds}
 			if o.json() {
 				return o.call(cmd.Context(), c, http.MethodPost, "/api/tokens", body)
 			}
-			var t tokenData
+			var t rotaapi.TokenCreateResponse
 			if err := c.Do(cmd.Context(), http.MethodPost, "/api/tokens", body, &t); err != nil {
 				return o.fail(err)
 			}
@@ -112,9 +101,7 @@ func newTokenListCmd(env Env) *cobra.Command {
 			if o.json() {
 				return o.call(cmd.Context(), c, http.MethodGet, "/api/tokens", nil)
 			}
-			var data struct {
-				Tokens []tokenData `json:"tokens"`
-			}
+			var data rotaapi.TokenList
 			if err := c.Do(cmd.Context(), http.MethodGet, "/api/tokens", nil, &data); err != nil {
 				return o.fail(err)
 			}

@@ -47,6 +47,10 @@ const (
 	DefaultMaxTrackedAddrs = 10000
 )
 
+// maxCachedTokens bounds the token cache; when full it is emptied (its
+// entries are cheap to load again).
+const maxCachedTokens = 10000
+
 // TokenStore is what the authenticator needs of the store.
 type TokenStore interface {
 	TokenGetByHash(ctx context.Context, hash string) (*rota.Token, error)
@@ -201,7 +205,7 @@ func (a *Authenticator) Resolve(ctx context.Context, secret string) (*Principal,
 		p = &Principal{TokenID: t.ID, Name: t.Name, Role: t.Role, Kinds: t.Kinds}
 	}
 	a.mu.Lock()
-	if len(a.cache) >= a.cfg.MaxTrackedAddrs {
+	if len(a.cache) >= maxCachedTokens {
 		clear(a.cache) // bounded; entries are cheap to load again
 	}
 	a.cache[hash] = cachedToken{p: p, expires: now.Add(a.cfg.CacheTTL)}
