@@ -51,7 +51,7 @@ func (s Status) Valid() bool {
 
 // Priority is a task's priority level. Within a kind, levels are served in
 // weighted rounds: f² high, f mid and 1 low per round, f being the kind's
-// priority factor (seed 002).
+// priority factor.
 type Priority string
 
 // The priority levels.

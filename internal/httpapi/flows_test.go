@@ -28,7 +28,7 @@ func payloadName(t *testing.T, raw json.RawMessage) string {
 	return p.Name
 }
 
-// TestPriorityVector reproduces the order of seed 002: 9 tasks per level,
+// TestPriorityVector reproduces the documented weighted order: 9 tasks per level,
 // priority factor 2, one worker taking one task at a time.
 func TestPriorityVector(t *testing.T) {
 	t.Parallel()

@@ -18,7 +18,7 @@ import (
 
 // Metrics holds the collectors. Create it with New.
 type Metrics struct {
-	// Schedules (seed 003 §10).
+	// Schedules: runs by status, skips by policy, misfires and fire lateness.
 
 	// RunsTotal counts schedule runs by status: SCHEDULED and SKIPPED as
 	// the engine records them, the terminal statuses as Rota's HTTP

@@ -7,7 +7,7 @@ package store
 // queue is empty. It returns the picks in order and the position the next
 // pick resumes from; the queues are not modified.
 //
-// It is the definition of the weighted priority (seed 002): sqlitestore
+// It is the definition of the weighted priority (f² high, f mid, 1 low slots a round): sqlitestore
 // applies it to its candidates, and pgstore's SQL restatement of the round
 // is tested against it.
 func WeightedPick[T any](queues [3][]T, f, pos, max int) ([]T, int) {

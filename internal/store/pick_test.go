@@ -32,7 +32,7 @@ func TestWeightedPick(t *testing.T) {
 		want        string
 		wantPos     int
 	}{
-		{"seed 002 round of factor 2", queues(9, 9, 9), 2, 0, 14, "h0 h1 h2 h3 m0 m1 l0 h4 h5 h6 h7 m2 m3 l1", 0},
+		{"a round of factor 2 (4 high, 2 mid, 1 low)", queues(9, 9, 9), 2, 0, 14, "h0 h1 h2 h3 m0 m1 l0 h4 h5 h6 h7 m2 m3 l1", 0},
 		{"factor 1", queues(3, 3, 3), 1, 0, 6, "h0 m0 l0 h1 m1 l1", 0},
 		{"factor below 1 counts as 1", queues(3, 3, 3), -4, 0, 3, "h0 m0 l0", 0},
 		{"resumes at pos", queues(9, 9, 9), 2, 4, 4, "m0 m1 l0 h0", 1},

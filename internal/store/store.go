@@ -162,7 +162,7 @@ type Store interface {
 	// TaskCleanup deletes, with their runs, up to Limit finished tasks
 	// whose EndTime is older than their kind's RetentionSeconds at Now
 	// (kinds with RetentionSeconds 0 keep everything), oldest first, and
-	// returns how many it deleted. Seed 000's clean_success/clean_failed; a
+	// returns how many it deleted (separate retentions for succeeded and failed tasks); a
 	// leader duty: fenced by Term (ErrFenced, nothing deleted).
 	TaskCleanup(ctx context.Context, p TaskCleanupParams) (int, error)
 
@@ -240,7 +240,7 @@ type TaskStopParams struct {
 
 // TaskClaimParams asks for work.
 //
-// Dispatch rules (seed 000 and 002): a task is claimable by worker W when it
+// Dispatch rules: a task is claimable by worker W when it
 // is SCHEDULED or RUNNING with room (running + succeeded runs < Workers), its
 // RunAt ≤ Now, its kind is not paused (and under its MaxRunning cap, if any,
 // and with a token of its Rate bucket, if any: the bucket holds up to
@@ -450,7 +450,7 @@ type ExpiredError struct {
 func (e *ExpiredError) Error() string { return e.Err.Error() }
 func (e *ExpiredError) Unwrap() error { return e.Err }
 
-// ScheduleStore stores schedules and fires them (seed 003, 004). It is part
+// ScheduleStore stores schedules (cron and calendar plans) and fires them. It is part
 // of Store (every backend implements it); it stays a separate interface so
 // that the schedule engine and the HTTP executor ask only for what they use.
 //

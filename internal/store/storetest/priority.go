@@ -11,9 +11,9 @@ import (
 	"github.com/rotahq/rota/internal/store"
 )
 
-// seed002Order is the dispatch order seed 002 gives for priority factor 2
+// weightedOrder is the documented dispatch order for priority factor 2
 // and 9 tasks per level, claimed one at a time.
-func seed002Order() []string {
+func weightedOrder() []string {
 	return strings.Split("high_1,high_2,high_3,high_4,mid_1,mid_2,low_1,"+
 		"high_5,high_6,high_7,high_8,mid_3,mid_4,low_2,"+
 		"high_9,mid_5,mid_6,low_3,"+
@@ -72,9 +72,9 @@ func (f *Fixture) drain(kind string, perClaim int, names map[string]string, now 
 }
 
 func testPriority(t *testing.T, ns newStoreFunc) {
-	parallel(t, ns, "Seed002", prioritySeed002)
+	parallel(t, ns, "WeightedOrder", priorityWeightedOrder)
 
-	parallel(t, ns, "Seed002Batches", prioritySeed002Batches)
+	parallel(t, ns, "WeightedOrderBatches", priorityWeightedOrderBatches)
 
 	parallel(t, ns, "Factor3", priorityFactor3)
 
@@ -95,18 +95,18 @@ func testPriority(t *testing.T, ns newStoreFunc) {
 	parallel(t, ns, "RoundPerKind", priorityRoundPerKind)
 }
 
-// prioritySeed002 is the Seed002 subtest of testPriority.
-func prioritySeed002(t *testing.T, f *Fixture) {
+// priorityWeightedOrder is the WeightedOrder subtest of testPriority.
+func priorityWeightedOrder(t *testing.T, f *Fixture) {
 	names := f.named(kindK, 9, 9, 9)
-	diff(t, "dispatch order, factor 2, one claim at a time", seed002Order(), f.drain(kindK, 1, names, f.At(time.Hour)))
+	diff(t, "dispatch order, factor 2, one claim at a time", weightedOrder(), f.drain(kindK, 1, names, f.At(time.Hour)))
 }
 
-// prioritySeed002Batches is the Seed002Batches subtest of testPriority.
-func prioritySeed002Batches(t *testing.T, f *Fixture) {
+// priorityWeightedOrderBatches is the WeightedOrderBatches subtest of testPriority.
+func priorityWeightedOrderBatches(t *testing.T, f *Fixture) {
 	// The same order in claims of up to 3; the suite does not require an
 	// order among the runs of one claim, only which tasks each claim got.
 	names := f.named(kindK, 9, 9, 9)
-	want := seed002Order()
+	want := weightedOrder()
 	now := f.At(time.Hour)
 	for i := 0; i < len(want); i += 3 {
 		res := f.Claim("w1", now, 3, kindK)
