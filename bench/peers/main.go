@@ -146,24 +146,29 @@ func main() {
 	}
 }
 
-func run() error {
-	var (
-		p         params
-		runs      int
-		rotaBin   string
-		readme    string
-		scenarios string
-		systems   string
-		perfDir   string
-		child     bool
-		poolMax   int
-	)
+// options are the command line of the program.
+type options struct {
+	p         params
+	runs      int
+	rotaBin   string
+	readme    string
+	scenarios string
+	systems   string
+	perfDir   string
+	child     bool
+	poolMax   int
+}
+
+// parseFlags reads the command line.
+func parseFlags() options {
+	var o options
 	pg := os.Getenv("ROTA_BENCH_POSTGRES")
 	if pg == "" {
 		pg = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	}
+	p := &o.p
 	flag.StringVar(&p.PG, "postgres", pg, "PostgreSQL URL shared by both systems (env ROTA_BENCH_POSTGRES)")
-	flag.IntVar(&runs, "runs", 3, "runs of each case; figures are medians")
+	flag.IntVar(&o.runs, "runs", 3, "runs of each case; figures are medians")
 	flag.IntVar(&p.Clients, "clients", 32, "concurrent submitting clients")
 	flag.IntVar(&p.SubmitTasks, "submit-tasks", 10_000, "tasks per single-insert submit run")
 	flag.IntVar(&p.BatchTasks, "batch-tasks", 50_000, "tasks per batched submit run")
@@ -178,92 +183,133 @@ func run() error {
 	flag.IntVar(&p.Delayed, "delayed", 2000, "tasks of the delayed scenario")
 	flag.DurationVar(&p.DelayedOver, "delayed-over", 10*time.Second, "window the delayed tasks are due in")
 	flag.DurationVar(&p.Warmup, "warmup", time.Second, "idle time between starting workers and the measure")
-	flag.StringVar(&rotaBin, "rota-bin", "", "rota binary to run (default: go build ./cmd/rota of this checkout)")
-	flag.StringVar(&readme, "readme", "", `README to write the results into (default bench/peers/README.md of this checkout; "-" for none)`)
-	flag.StringVar(&scenarios, "scenarios", "submit,e2e,latency,delayed", "scenarios to run (submit = submit-single,submit-batch)")
-	flag.StringVar(&systems, "systems", "rota,river", "systems to run")
-	flag.StringVar(&perfDir, "perf", "", "record the rota server's CPU with perf (perf record -g) during its e2e runs into this directory (skews the figures; for profiling only)")
-	flag.IntVar(&poolMax, "pool-max-conns", 0, "set pool_max_conns in the PostgreSQL URL of both systems (default: pgxpool's, max(4, CPUs))")
-	flag.BoolVar(&child, "river-child", false, "internal: run one River case read as JSON from stdin")
+	flag.StringVar(&o.rotaBin, "rota-bin", "", "rota binary to run (default: go build ./cmd/rota of this checkout)")
+	flag.StringVar(&o.readme, "readme", "", `README to write the results into (default bench/peers/README.md of this checkout; "-" for none)`)
+	flag.StringVar(&o.scenarios, "scenarios", "submit,e2e,latency,delayed", "scenarios to run (submit = submit-single,submit-batch)")
+	flag.StringVar(&o.systems, "systems", "rota,river", "systems to run")
+	flag.StringVar(&o.perfDir, "perf", "", "record the rota server's CPU with perf (perf record -g) during its e2e runs into this directory (skews the figures; for profiling only)")
+	flag.IntVar(&o.poolMax, "pool-max-conns", 0, "set pool_max_conns in the PostgreSQL URL of both systems (default: pgxpool's, max(4, CPUs))")
+	flag.BoolVar(&o.child, "river-child", false, "internal: run one River case read as JSON from stdin")
 	flag.Parse()
+	return o
+}
 
+func run() error {
+	o := parseFlags()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if child {
+	if o.child {
 		return riverChild(ctx)
 	}
-	if runs < 1 {
+	if o.runs < 1 {
 		return errors.New("--runs must be at least 1")
 	}
-
-	if poolMax > 0 {
-		u, err := url.Parse(p.PG)
+	if o.poolMax > 0 {
+		pg, err := withPoolMax(o.p.PG, o.poolMax)
 		if err != nil {
-			return fmt.Errorf("--postgres: %w", err)
+			return err
 		}
-		q := u.Query()
-		q.Set("pool_max_conns", strconv.Itoa(poolMax))
-		u.RawQuery = q.Encode()
-		p.PG = u.String()
+		o.p.PG = pg
 	}
 	root, err := repoRoot()
 	if err != nil {
 		return err
 	}
-	if readme == "" {
-		readme = filepath.Join(root, "bench", "peers", "README.md")
+	if o.readme == "" {
+		o.readme = filepath.Join(root, "bench", "peers", "README.md")
 	}
-	admin, err := pgxpool.New(ctx, p.PG)
+	admin, err := pgxpool.New(ctx, o.p.PG)
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	defer admin.Close()
-	f := facts{Started: time.Now(), LoadStart: loadAvg(), NProc: runtime.NumCPU(), Runs: runs,
-		Command: "cd bench/peers && go run . " + strings.Join(os.Args[1:], " ")}
-	f.Pool = fmt.Sprintf("pgxpool's default size, max(4, CPUs) = %d connections", max(4, runtime.NumCPU()))
-	if poolMax > 0 {
-		f.Pool = fmt.Sprintf("pool_max_conns=%d", poolMax)
-	}
+	f := newFacts(o)
 	if err := f.gather(ctx, admin, root); err != nil {
 		return err
 	}
 	fmt.Printf("PostgreSQL %s, synchronous_commit = %s; River %s; %d CPUs; load average %s\n",
 		f.PGVersion, f.SyncCommit, f.RiverVersion, f.NProc, f.LoadStart)
 
-	if rotaBin == "" && systems != "river" {
+	if o.rotaBin == "" && o.systems != "river" {
 		tmp, err := os.MkdirTemp("", "rota-peers")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(tmp)
-		rotaBin = filepath.Join(tmp, "rota")
-		fmt.Println("building rota from", root)
-		build := exec.CommandContext(ctx, "go", "build", "-o", rotaBin, "github.com/rotahq/rota/cmd/rota")
-		build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("go build rota: %w", err)
+		if o.rotaBin, err = buildRota(ctx, root, tmp); err != nil {
+			return err
 		}
 	}
 
-	specs := cases(p, set(strings.ReplaceAll(scenarios, "submit", "submit-single,submit-batch")), set(systems))
+	specs := cases(o.p, set(strings.ReplaceAll(o.scenarios, "submit", "submit-single,submit-batch")), set(o.systems))
 	if len(specs) == 0 {
 		return errors.New("no case selected")
 	}
+	results, failures, err := runCases(ctx, o, specs, admin)
+	if err != nil {
+		return err
+	}
+	f.LoadEnd = loadAvg()
+	f.Finished = time.Now()
+	return writeReport(o.readme, f, specs, results, failures)
+}
+
+// withPoolMax returns the PostgreSQL URL pg with pool_max_conns set to n.
+func withPoolMax(pg string, n int) (string, error) {
+	u, err := url.Parse(pg)
+	if err != nil {
+		return "", fmt.Errorf("--postgres: %w", err)
+	}
+	q := u.Query()
+	q.Set("pool_max_conns", strconv.Itoa(n))
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// newFacts returns the facts known before the first run: the command, the
+// start, the load, the CPUs and the pool size.
+func newFacts(o options) facts {
+	f := facts{Started: time.Now(), LoadStart: loadAvg(), NProc: runtime.NumCPU(), Runs: o.runs,
+		Command: "cd bench/peers && go run . " + strings.Join(os.Args[1:], " ")}
+	f.Pool = fmt.Sprintf("pgxpool's default size, max(4, CPUs) = %d connections", max(4, runtime.NumCPU()))
+	if o.poolMax > 0 {
+		f.Pool = fmt.Sprintf("pool_max_conns=%d", o.poolMax)
+	}
+	return f
+}
+
+// buildRota builds the rota binary of the checkout at root into dir and
+// returns its path.
+func buildRota(ctx context.Context, root, dir string) (string, error) {
+	bin := filepath.Join(dir, "rota")
+	fmt.Println("building rota from", root)
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/rotahq/rota/cmd/rota")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("go build rota: %w", err)
+	}
+	return bin, nil
+}
+
+// runCases runs every case o.runs times, round-robin, and returns each
+// case's results (indexed like specs) and the failed runs; only the end of
+// ctx stops it early.
+func runCases(ctx context.Context, o options, specs []caseSpec, admin *pgxpool.Pool) ([][]caseResult, []string, error) {
 	results := make([][]caseResult, len(specs))
 	var failures []string
-	for r := 1; r <= runs; r++ {
+	for r := 1; r <= o.runs; r++ {
 		for i, spec := range specs {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return nil, nil, ctx.Err()
 			}
 			spec.Schema = fmt.Sprintf("peers_%s_%d_%s", spec.System, r, randHex(4))
 			spec.AppName = "peers-" + spec.Schema
-			title := fmt.Sprintf("run %d/%d: %s — %s, %s", r, runs, spec.Scenario, spec.System, spec.Variant)
+			title := fmt.Sprintf("run %d/%d: %s — %s, %s", r, o.runs, spec.Scenario, spec.System, spec.Variant)
 			fmt.Println(title + "…")
 			var res caseResult
 			var err error
 			if spec.System == "rota" {
-				res, err = runRota(ctx, rotaBin, spec, admin, perfDir, r)
+				res, err = runRota(ctx, o.rotaBin, spec, admin, o.perfDir, r)
 			} else {
 				res, err = runRiverChild(ctx, spec)
 			}
@@ -273,18 +319,26 @@ func run() error {
 				continue
 			}
 			results[i] = append(results[i], res)
-			var parts []string
-			for _, m := range res.Metrics {
-				parts = append(parts, fmt.Sprintf("%s %s %s", m.Name, format(m.Value), m.Unit))
-			}
-			fmt.Printf("  %s; peak RSS %.0f MiB; CPU %.2f cores (+ bench %.2f, PostgreSQL %.2f)\n",
-				strings.Join(parts, ", "), float64(res.PeakRSSKiB)/1024, cores(res.Usage.ProcCPU, res.Usage),
-				cores(res.Usage.BenchCPU, res.Usage), cores(res.Usage.PGCPU, res.Usage))
+			printResult(res)
 		}
 	}
-	f.LoadEnd = loadAvg()
-	f.Finished = time.Now()
+	return results, failures, nil
+}
 
+// printResult prints one run's metrics and resources on one line.
+func printResult(res caseResult) {
+	var parts []string
+	for _, m := range res.Metrics {
+		parts = append(parts, fmt.Sprintf("%s %s %s", m.Name, format(m.Value), m.Unit))
+	}
+	fmt.Printf("  %s; peak RSS %.0f MiB; CPU %.2f cores (+ bench %.2f, PostgreSQL %.2f)\n",
+		strings.Join(parts, ", "), float64(res.PeakRSSKiB)/1024, cores(res.Usage.ProcCPU, res.Usage),
+		cores(res.Usage.BenchCPU, res.Usage), cores(res.Usage.PGCPU, res.Usage))
+}
+
+// writeReport prints the report and writes it into the README readme
+// ("-": none); it fails when any run failed.
+func writeReport(readme string, f facts, specs []caseSpec, results [][]caseResult, failures []string) error {
 	var out bytes.Buffer
 	report(&out, f, specs, results, failures)
 	fmt.Print("\n" + out.String())

@@ -266,81 +266,13 @@ func (r *rotaRun) e2eRaw(ctx context.Context, batch bool) ([]metric, error) {
 	n := r.p.E2ETasks
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 4096, 4096
-	hc := &http.Client{Transport: tr}
 	defer tr.CloseIdleConnections()
-	var (
-		done     atomic.Int64
-		finished = make(chan struct{})
-		errOnce  sync.Once
-		firstErr error
-	)
-	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
+	rw := &rawWorker{hc: &http.Client{Transport: tr}, url: r.url, batch: batch, n: int64(n), finished: make(chan struct{})}
 	wctx, cancel := context.WithCancel(ctx)
 	var loops sync.WaitGroup
 	for i := range r.p.RawLoops {
 		id := fmt.Sprintf("peers-raw-%d", i)
-		loops.Go(func() {
-			for wctx.Err() == nil {
-				var claimed struct {
-					Tasks []struct {
-						RunID string `json:"run_id"`
-					} `json:"tasks"`
-				}
-				err := postJSON(wctx, hc, r.url+"/api/workers/claim",
-					map[string]any{"worker_id": id, "kinds": []string{rotaKind}, "max": 100, "wait_seconds": 10}, &claimed)
-				if err != nil {
-					if wctx.Err() == nil {
-						fail(err)
-						time.Sleep(100 * time.Millisecond)
-					}
-					continue
-				}
-				if batch && len(claimed.Tasks) > 0 {
-					reports := make([]map[string]any, len(claimed.Tasks))
-					for i, t := range claimed.Tasks {
-						reports[i] = map[string]any{"run_id": t.RunID, "outcome": "succeed"}
-					}
-					var out struct {
-						Results []struct {
-							RunID string          `json:"run_id"`
-							Error json.RawMessage `json:"error"`
-						} `json:"results"`
-					}
-					if err := postJSON(wctx, hc, r.url+"/api/runs/reports", map[string]any{"worker_id": id, "reports": reports}, &out); err != nil {
-						if wctx.Err() == nil {
-							fail(err)
-						}
-						continue
-					}
-					for _, res := range out.Results {
-						if len(res.Error) > 0 {
-							fail(fmt.Errorf("report of run %s: %s", res.RunID, res.Error))
-							continue
-						}
-						if done.Add(1) == int64(n) {
-							close(finished)
-						}
-					}
-					continue
-				}
-				var reports sync.WaitGroup
-				for _, t := range claimed.Tasks {
-					reports.Go(func() {
-						err := postJSON(wctx, hc, r.url+"/api/runs/"+t.RunID+"/succeed", map[string]any{"worker_id": id}, nil)
-						if err != nil {
-							if wctx.Err() == nil {
-								fail(err)
-							}
-							return
-						}
-						if done.Add(1) == int64(n) {
-							close(finished)
-						}
-					})
-				}
-				reports.Wait()
-			}
-		})
+		loops.Go(func() { rw.loop(wctx, id) })
 	}
 	defer func() { cancel(); loops.Wait() }()
 	time.Sleep(r.p.Warmup) // let the claims wait on the server
@@ -350,15 +282,137 @@ func (r *rotaRun) e2eRaw(ctx context.Context, batch bool) ([]metric, error) {
 		return nil, err
 	}
 	select {
-	case <-finished:
+	case <-rw.finished:
 	case <-time.After(10 * time.Minute):
-		return nil, fmt.Errorf("only %d of %d tasks done after 10 minutes (first error: %v)", done.Load(), n, firstErr)
+		return nil, fmt.Errorf("only %d of %d tasks done after 10 minutes (first error: %v)", rw.done.Load(), n, rw.firstError())
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 	d := time.Since(start)
 	r.w.end()
 	return []metric{throughput("tasks done", n, d)}, nil
+}
+
+// rawWorker is the state e2eRaw's claim loops share.
+type rawWorker struct {
+	// Immutable.
+	hc    *http.Client
+	url   string
+	batch bool  // one POST /api/runs/reports per claim
+	n     int64 // tasks to finish
+
+	// Shared.
+	done     atomic.Int64  // acknowledged successes
+	finished chan struct{} // closed when done reaches n
+	mu       sync.Mutex
+	firstErr error
+}
+
+// loop claims and reports as worker id until ctx ends.
+func (rw *rawWorker) loop(ctx context.Context, id string) {
+	for ctx.Err() == nil {
+		runIDs, err := rw.claim(ctx, id)
+		if err != nil {
+			if ctx.Err() == nil {
+				rw.fail(err)
+				time.Sleep(100 * time.Millisecond)
+			}
+			continue
+		}
+		if rw.batch && len(runIDs) > 0 {
+			rw.reportBatch(ctx, id, runIDs)
+		} else {
+			rw.reportEach(ctx, id, runIDs)
+		}
+	}
+}
+
+// claim long-polls for up to 100 tasks and returns their runs' ids.
+func (rw *rawWorker) claim(ctx context.Context, id string) ([]string, error) {
+	var claimed struct {
+		Tasks []struct {
+			RunID string `json:"run_id"`
+		} `json:"tasks"`
+	}
+	err := postJSON(ctx, rw.hc, rw.url+"/api/workers/claim",
+		map[string]any{"worker_id": id, "kinds": []string{rotaKind}, "max": 100, "wait_seconds": 10}, &claimed)
+	if err != nil {
+		return nil, err
+	}
+	runIDs := make([]string, len(claimed.Tasks))
+	for i, t := range claimed.Tasks {
+		runIDs[i] = t.RunID
+	}
+	return runIDs, nil
+}
+
+// reportBatch reports the runs' successes in one POST /api/runs/reports.
+func (rw *rawWorker) reportBatch(ctx context.Context, id string, runIDs []string) {
+	reports := make([]map[string]any, len(runIDs))
+	for i, runID := range runIDs {
+		reports[i] = map[string]any{"run_id": runID, "outcome": "succeed"}
+	}
+	var out struct {
+		Results []struct {
+			RunID string          `json:"run_id"`
+			Error json.RawMessage `json:"error"`
+		} `json:"results"`
+	}
+	if err := postJSON(ctx, rw.hc, rw.url+"/api/runs/reports", map[string]any{"worker_id": id, "reports": reports}, &out); err != nil {
+		if ctx.Err() == nil {
+			rw.fail(err)
+		}
+		return
+	}
+	for _, res := range out.Results {
+		if len(res.Error) > 0 {
+			rw.fail(fmt.Errorf("report of run %s: %s", res.RunID, res.Error))
+			continue
+		}
+		rw.succeeded()
+	}
+}
+
+// reportEach reports the runs' successes at once, one request per run.
+func (rw *rawWorker) reportEach(ctx context.Context, id string, runIDs []string) {
+	var reports sync.WaitGroup
+	for _, runID := range runIDs {
+		reports.Go(func() {
+			err := postJSON(ctx, rw.hc, rw.url+"/api/runs/"+runID+"/succeed", map[string]any{"worker_id": id}, nil)
+			if err != nil {
+				if ctx.Err() == nil {
+					rw.fail(err)
+				}
+				return
+			}
+			rw.succeeded()
+		})
+	}
+	reports.Wait()
+}
+
+// succeeded counts one acknowledged success, and closes finished at the
+// n-th.
+func (rw *rawWorker) succeeded() {
+	if rw.done.Add(1) == rw.n {
+		close(rw.finished)
+	}
+}
+
+// fail keeps err when it is the first error.
+func (rw *rawWorker) fail(err error) {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	if rw.firstErr == nil {
+		rw.firstErr = err
+	}
+}
+
+// firstError returns the first error kept by fail, or nil.
+func (rw *rawWorker) firstError() error {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	return rw.firstErr
 }
 
 // postJSON posts in and decodes the data of the response envelope into out.

@@ -37,15 +37,7 @@ func newTaskSubmitCmd(env Env) *cobra.Command {
 		"delay_seconds": "delay", "max_retries": "max-retries", "timeout_seconds": "timeout",
 		"heartbeat_timeout_seconds": "heartbeat-timeout", "workers": "workers", "worker_ids": "worker-id",
 	}}
-	var (
-		p           rotaclient.TaskParams
-		priority    string
-		payload     string
-		payloadFile string
-		runAt       string
-		delay       int
-		maxRetries  int
-	)
+	s := &submitFlags{}
 	cmd := &cobra.Command{
 		Use:   "submit --kind KIND [--payload JSON | --payload-file FILE]",
 		Short: "Submit a task",
@@ -63,26 +55,9 @@ one (its id is printed and a note goes to standard error).`,
 			if err := o.prepare(cmd); err != nil {
 				return err
 			}
-			if p.Kind == "" {
-				return usageError("--kind is required")
-			}
-			p.Priority = rota.Priority(strings.ToLower(priority))
-			raw, err := readPayload(env.Stdin, payload, payloadFile, cmd.Flags().Changed("payload"))
+			p, err := s.params(cmd, env.Stdin)
 			if err != nil {
 				return err
-			}
-			p.Payload = raw
-			if runAt != "" {
-				if cmd.Flags().Changed("delay") {
-					return usageError("give --run-at or --delay, not both")
-				}
-				if p.RunAt, err = parseTime(runAt); err != nil {
-					return usageError("--run-at %q: %v", runAt, err)
-				}
-			}
-			p.Delay = time.Duration(delay) * time.Second
-			if cmd.Flags().Changed("max-retries") {
-				p.MaxRetries = &maxRetries
 			}
 			c, err := o.client()
 			if err != nil {
@@ -92,33 +67,84 @@ one (its id is printed and a note goes to standard error).`,
 			if err != nil {
 				return o.fail(err)
 			}
-			if o.json() {
-				b, _ := json.Marshal(res)
-				return writeJSON(env.Stdout, b)
-			}
-			if res.Existing {
-				fmt.Fprintf(env.Stderr, "rota: an unfinished %s task with key %q exists: nothing new was submitted\n", p.Kind, p.Key)
-			}
-			_, err = fmt.Fprintln(env.Stdout, res.TaskID)
-			return err
+			return printSubmitted(env, o, p, res)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&p.Kind, "kind", "", "kind of the task (required): selects the workers that run it")
-	f.StringVar(&priority, "priority", "mid", "priority: high, mid or low")
-	f.StringVar(&payload, "payload", "", "the task's JSON payload")
-	f.StringVar(&payloadFile, "payload-file", "", "read the JSON payload from this file (- for standard input)")
-	f.StringVar(&p.Key, "key", "", "idempotency key: while an unfinished task of this kind has it, submit returns that task")
-	f.Var(secondsValue{&delay}, "delay", "run no sooner than this long from now (e.g. 90s, 10m)")
-	f.StringVar(&runAt, "run-at", "", "run no sooner than this time: RFC 3339 (2025-01-02T15:04:05Z) or unix seconds")
-	f.IntVar(&maxRetries, "max-retries", 3, "failed runs tolerated before the task fails")
-	f.Var(secondsValue{&p.TimeoutSeconds}, "timeout", "time limit of each run (0: none)")
-	f.Var(secondsValue{&p.HeartbeatTimeoutSeconds}, "heartbeat-timeout", "lease a worker's heartbeats must renew (server default 30s)")
-	f.IntVar(&p.Workers, "workers", 0, "distinct workers that must each run it successfully (server default 1)")
-	f.StringSliceVar(&p.WorkerIDs, "worker-id", nil, "only this worker may run it (repeatable, or comma-separated)")
+	s.register(cmd)
 	addAPIFlags(cmd, o, true)
 	annotateEnv(cmd)
 	return cmd
+}
+
+// submitFlags are the flags of rota task submit that make its TaskParams.
+type submitFlags struct {
+	p           rotaclient.TaskParams
+	priority    string
+	payload     string
+	payloadFile string
+	runAt       string
+	delay       int
+	maxRetries  int
+}
+
+// register defines the flags on cmd.
+func (s *submitFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&s.p.Kind, "kind", "", "kind of the task (required): selects the workers that run it")
+	f.StringVar(&s.priority, "priority", "mid", "priority: high, mid or low")
+	f.StringVar(&s.payload, "payload", "", "the task's JSON payload")
+	f.StringVar(&s.payloadFile, "payload-file", "", "read the JSON payload from this file (- for standard input)")
+	f.StringVar(&s.p.Key, "key", "", "idempotency key: while an unfinished task of this kind has it, submit returns that task")
+	f.Var(secondsValue{&s.delay}, "delay", "run no sooner than this long from now (e.g. 90s, 10m)")
+	f.StringVar(&s.runAt, "run-at", "", "run no sooner than this time: RFC 3339 (2025-01-02T15:04:05Z) or unix seconds")
+	f.IntVar(&s.maxRetries, "max-retries", 3, "failed runs tolerated before the task fails")
+	f.Var(secondsValue{&s.p.TimeoutSeconds}, "timeout", "time limit of each run (0: none)")
+	f.Var(secondsValue{&s.p.HeartbeatTimeoutSeconds}, "heartbeat-timeout", "lease a worker's heartbeats must renew (server default 30s)")
+	f.IntVar(&s.p.Workers, "workers", 0, "distinct workers that must each run it successfully (server default 1)")
+	f.StringSliceVar(&s.p.WorkerIDs, "worker-id", nil, "only this worker may run it (repeatable, or comma-separated)")
+}
+
+// params checks the flags given to cmd and returns the task to submit; a
+// usage error names the flag at fault.
+func (s *submitFlags) params(cmd *cobra.Command, stdin io.Reader) (rotaclient.TaskParams, error) {
+	p := s.p
+	if p.Kind == "" {
+		return p, usageError("--kind is required")
+	}
+	p.Priority = rota.Priority(strings.ToLower(s.priority))
+	raw, err := readPayload(stdin, s.payload, s.payloadFile, cmd.Flags().Changed("payload"))
+	if err != nil {
+		return p, err
+	}
+	p.Payload = raw
+	if s.runAt != "" {
+		if cmd.Flags().Changed("delay") {
+			return p, usageError("give --run-at or --delay, not both")
+		}
+		if p.RunAt, err = parseTime(s.runAt); err != nil {
+			return p, usageError("--run-at %q: %v", s.runAt, err)
+		}
+	}
+	p.Delay = time.Duration(s.delay) * time.Second
+	if cmd.Flags().Changed("max-retries") {
+		maxRetries := s.maxRetries
+		p.MaxRetries = &maxRetries
+	}
+	return p, nil
+}
+
+// printSubmitted prints the submitted task's id (or res as JSON with -o
+// json), with a note on standard error when an existing task was returned.
+func printSubmitted(env Env, o *apiOpts, p rotaclient.TaskParams, res rotaclient.SubmitResult) error {
+	if o.json() {
+		b, _ := json.Marshal(res)
+		return writeJSON(env.Stdout, b)
+	}
+	if res.Existing {
+		fmt.Fprintf(env.Stderr, "rota: an unfinished %s task with key %q exists: nothing new was submitted\n", p.Kind, p.Key)
+	}
+	_, err := fmt.Fprintln(env.Stdout, res.TaskID)
+	return err
 }
 
 // readPayload returns the payload from --payload or --payload-file, {} when

@@ -3,6 +3,7 @@ package events
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -83,26 +84,87 @@ func (h *Hub) serveEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, rota.Errorf(rota.CodeMethod, "method %s is not allowed on %s; allowed: GET", r.Method, r.URL.Path))
 		return
 	}
-	kinds, after, err := parseQuery(r, true)
+	filter, after, err := parseStreamRequest(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if v := r.Header.Get("Last-Event-ID"); v != "" {
-		if after, err = parseID("Last-Event-ID", v); err != nil {
-			writeError(w, err)
-			return
-		}
-	}
-	sub, rep, err := h.Subscribe(Filter{Kinds: kinds}, after)
+	sub, rep, err := h.Subscribe(filter, after)
 	if err != nil {
 		writeError(w, rota.Errorf(rota.CodeUnavailable, "the server is shutting down"))
 		return
 	}
 	defer sub.Close()
 
+	sw := startStream(w)
+	sw.writeRetry(h.cfg.Retry)
+	sw.writeReplay(rep)
+	if !sw.flush() {
+		return
+	}
+	h.stream(r.Context(), sw, sub)
+}
+
+// parseStreamRequest returns the stream's filter and the ID the client saw
+// last: the Last-Event-ID header wins over the last_event_id parameter.
+func parseStreamRequest(r *http.Request) (Filter, uint64, error) {
+	kinds, after, err := parseQuery(r, true)
+	if err != nil {
+		return Filter{}, 0, err
+	}
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		if after, err = parseID("Last-Event-ID", v); err != nil {
+			return Filter{}, 0, err
+		}
+	}
+	return Filter{Kinds: kinds}, after, nil
+}
+
+// stream writes sub's events to sw, in batches of up to maxBatch per
+// flush, and a keepalive every Config.Heartbeat, until ctx ends, the
+// subscription closes or a write fails.
+func (h *Hub) stream(ctx context.Context, sw *sseWriter, sub *Subscription) {
+	beat := time.NewTicker(h.cfg.Heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-beat.C:
+			id, ok := sub.position()
+			sw.writeKeepalive(id, ok)
+			if !sw.flush() {
+				return
+			}
+		case ev, ok := <-sub.C():
+			if !ok {
+				return
+			}
+			sw.writeEvent(ev)
+			if !sw.writeQueued(sub) {
+				sw.flush()
+				return
+			}
+			if !sw.flush() {
+				return
+			}
+		}
+	}
+}
+
+// sseWriter writes server-sent-event messages to a response through a
+// buffer; owned by the one goroutine that serves the stream.
+type sseWriter struct {
+	bw  *bufio.Writer
+	rc  *http.ResponseController
+	enc bytes.Buffer // scratch for an event's JSON
+}
+
+// startStream clears the write deadline (a stream outlives any write
+// timeout of the server), sends the stream's headers and returns the
+// writer of its body.
+func startStream(w http.ResponseWriter) *sseWriter {
 	rc := http.NewResponseController(w)
-	// A stream outlives any write timeout of the server.
 	_ = rc.SetWriteDeadline(time.Time{})
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -110,90 +172,87 @@ func (h *Hub) serveEvents(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Accel-Buffering", "no") // tell nginx not to buffer
 	hd.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
+	return &sseWriter{bw: bufio.NewWriterSize(w, 32<<10), rc: rc}
+}
 
-	bw := bufio.NewWriterSize(w, 32<<10)
-	flush := func() bool {
-		return bw.Flush() == nil && rc.Flush() == nil
-	}
-	var enc bytes.Buffer
-	writeEvent := func(ev rota.Event) {
-		enc.Reset()
-		_ = json.NewEncoder(&enc).Encode(ToJSON(ev)) // cannot fail: plain fields
-		bw.WriteString("id: ")
-		bw.WriteString(strconv.FormatUint(ev.ID, 10))
-		bw.WriteString("\ndata: ")
-		bw.Write(bytes.TrimRight(enc.Bytes(), "\n"))
-		bw.WriteString("\n\n")
-	}
-	writePosition := func(id uint64) {
-		bw.WriteString("id: ")
-		bw.WriteString(strconv.FormatUint(id, 10))
-		bw.WriteString("\n\n")
-	}
+// flush sends what is buffered to the client and reports whether it got
+// there.
+func (s *sseWriter) flush() bool {
+	return s.bw.Flush() == nil && s.rc.Flush() == nil
+}
 
-	bw.WriteString("retry: ")
-	bw.WriteString(strconv.FormatInt(h.cfg.Retry.Milliseconds(), 10))
-	bw.WriteString("\n\n")
+// writeRetry writes the client's reconnection delay.
+func (s *sseWriter) writeRetry(d time.Duration) {
+	s.bw.WriteString("retry: ")
+	s.bw.WriteString(strconv.FormatInt(d.Milliseconds(), 10))
+	s.bw.WriteString("\n\n")
+}
+
+// writeReplay writes what a subscription starts with: a reset message when
+// the client's last ID is lost, the buffered events after it, and else the
+// position, since the client is then up to date with everything before the
+// subscription, matching or not.
+func (s *sseWriter) writeReplay(rep Replay) {
 	if rep.Reset {
 		data, _ := json.Marshal(resetJSON{LastID: rep.LastID})
-		bw.WriteString("event: reset\nid: ")
-		bw.WriteString(strconv.FormatUint(rep.LastID, 10))
-		bw.WriteString("\ndata: ")
-		bw.Write(data)
-		bw.WriteString("\n\n")
+		s.bw.WriteString("event: reset\nid: ")
+		s.bw.WriteString(strconv.FormatUint(rep.LastID, 10))
+		s.bw.WriteString("\ndata: ")
+		s.bw.Write(data)
+		s.bw.WriteString("\n\n")
 	}
 	for _, ev := range rep.Events {
-		writeEvent(ev)
+		s.writeEvent(ev)
 	}
 	if !rep.Reset {
-		// The client is now up to date with everything before the
-		// subscription, matching or not.
-		writePosition(rep.LastID)
+		s.writePosition(rep.LastID)
 	}
-	if !flush() {
-		return
-	}
+}
 
-	beat := time.NewTicker(h.cfg.Heartbeat)
-	defer beat.Stop()
-	ctx := r.Context()
-	for {
+// writeEvent writes ev as a message whose id is its ID and whose data is
+// its EventJSON.
+func (s *sseWriter) writeEvent(ev rota.Event) {
+	s.enc.Reset()
+	_ = json.NewEncoder(&s.enc).Encode(ToJSON(ev)) // cannot fail: plain fields
+	s.bw.WriteString("id: ")
+	s.bw.WriteString(strconv.FormatUint(ev.ID, 10))
+	s.bw.WriteString("\ndata: ")
+	s.bw.Write(bytes.TrimRight(s.enc.Bytes(), "\n"))
+	s.bw.WriteString("\n\n")
+}
+
+// writePosition writes an id line with no data: the client's position.
+func (s *sseWriter) writePosition(id uint64) {
+	s.bw.WriteString("id: ")
+	s.bw.WriteString(strconv.FormatUint(id, 10))
+	s.bw.WriteString("\n\n")
+}
+
+// writeKeepalive writes a comment, with the position id when known.
+func (s *sseWriter) writeKeepalive(id uint64, known bool) {
+	s.bw.WriteString(": keepalive\n")
+	if known {
+		s.writePosition(id)
+	} else {
+		s.bw.WriteString("\n")
+	}
+}
+
+// writeQueued writes up to maxBatch events already queued on sub, without
+// waiting, and reports false when the subscription closed.
+func (s *sseWriter) writeQueued(sub *Subscription) bool {
+	for range maxBatch {
 		select {
-		case <-ctx.Done():
-			return
-		case <-beat.C:
-			bw.WriteString(": keepalive\n")
-			if id, ok := sub.position(); ok {
-				writePosition(id)
-			} else {
-				bw.WriteString("\n")
-			}
-			if !flush() {
-				return
-			}
 		case ev, ok := <-sub.C():
 			if !ok {
-				return
+				return false
 			}
-			writeEvent(ev)
-		drain:
-			for range maxBatch {
-				select {
-				case ev, ok := <-sub.C():
-					if !ok {
-						flush()
-						return
-					}
-					writeEvent(ev)
-				default:
-					break drain
-				}
-			}
-			if !flush() {
-				return
-			}
+			s.writeEvent(ev)
+		default:
+			return true
 		}
 	}
+	return true
 }
 
 // position returns the ID of the latest published event when every event
