@@ -25,6 +25,10 @@ type Task[T any] struct {
 	Kind     string        // the task's kind
 	Priority rota.Priority // the task's priority level
 	Attempt  int           // 1 for the first run
+	// LocalRetry is how many times the handler was already called for this
+	// run and failed unexpectedly (0 for the first call; see
+	// Config.MaxLocalRetries).
+	LocalRetry int
 	// Payload is the task's payload decoded into a T.
 	Payload T
 	// Raw is the payload as submitted.
@@ -45,7 +49,7 @@ type Task[T any] struct {
 func newTask[T any](st *runState, v T) *Task[T] {
 	cr := st.claimed
 	t := &Task[T]{
-		ID: cr.TaskID, RunID: cr.RunID, Kind: cr.Kind, Priority: cr.Priority, Attempt: cr.Attempt,
+		ID: cr.TaskID, RunID: cr.RunID, Kind: cr.Kind, Priority: cr.Priority, Attempt: cr.Attempt, LocalRetry: st.localRetry,
 		Payload: v, Raw: cr.Payload, Timeout: time.Duration(cr.TimeoutSeconds) * time.Second,
 		HeartbeatTimeout: st.heartbeatTimeout(), st: st,
 	}
@@ -123,8 +127,11 @@ type runState struct {
 	beatReq  chan beatRequest // Progress asks the run loop for a heartbeat
 	loopDone chan struct{}    // closed when execute returns
 
-	// Set once by newTask, before the handler runs; read after it returned.
+	// Set by newTask before each call of the handler; read after it returned.
 	outputs func() (json.RawMessage, string)
+	// Owned by the handler's goroutine: the calls of the handler that
+	// failed unexpectedly so far.
+	localRetry int
 }
 
 func newRunState(w *Worker, kh *kindHandler, cr rota.ClaimedRun, start time.Time) *runState {
@@ -190,6 +197,39 @@ func (st *runState) call(ctx context.Context) (err error) {
 	return st.kh.call(ctx, st)
 }
 
+// callWithRetries calls the handler, again after an unexpected failure
+// while Config.MaxLocalRetries allows (see "Local retries" in the package
+// doc). A failure after local retries says how many there were.
+func (st *runState) callWithRetries(ctx context.Context) error {
+	for {
+		err := st.call(ctx)
+		if err == nil || !st.retryLocally(ctx, err) {
+			if err != nil && st.localRetry > 0 {
+				err = fmt.Errorf("after %s: %w", localRetries(st.localRetry), err)
+			}
+			return err
+		}
+		st.localRetry++
+		st.log.Warn("rotaworker: handler failed, retrying locally", "err", err,
+			"local_retry", st.localRetry, "max_local_retries", st.w.cfg.MaxLocalRetries)
+	}
+}
+
+// localRetries is "1 local retry" or "n local retries".
+func localRetries(n int) string {
+	if n == 1 {
+		return "1 local retry"
+	}
+	return fmt.Sprintf("%d local retries", n)
+}
+
+// retryLocally reports whether a call that failed with err is to be made
+// again: the failure is unexpected (not NoRetry, the handler's context
+// still live) and local retries are left.
+func (st *runState) retryLocally(ctx context.Context, err error) bool {
+	return st.localRetry < st.w.cfg.MaxLocalRetries && !IsNoRetry(err) && ctx.Err() == nil
+}
+
 // execute runs the handler of one claimed run in a select over its
 // result, heartbeats (and Progress), the timeout, the lease and the
 // worker's stop. The run's slot is released when the handler returns.
@@ -246,7 +286,7 @@ func (l *runLoop) startHandler() <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		defer func() { <-l.st.kh.slots }()
-		done <- l.st.call(l.ctx)
+		done <- l.st.callWithRetries(l.ctx)
 	}()
 	return done
 }

@@ -9,7 +9,9 @@
 // kind's concurrency at once, heartbeats each run at a third of its
 // heartbeat timeout and reports the outcome: a nil error is a success, an
 // error a failure that the server retries (unless wrapped with [NoRetry] or
-// out of retries), a panic a failure whose message holds the stack.
+// out of retries), a panic a failure whose message holds the stack. With
+// Config.MaxLocalRetries, unexpected failures are first retried in-process
+// (see Local retries).
 //
 // A run's clocks (its timeout and its lease) start when the server handed
 // it over, as the claim's answer states (started_at against the server's
@@ -42,6 +44,23 @@
 // Config.CancelWait, then its run is reported anyway and the handler's
 // goroutine is left to finish on its own (it still holds its concurrency
 // slot until it returns).
+//
+// # Local retries
+//
+// With Config.MaxLocalRetries = N, a handler that fails unexpectedly is
+// called again for the same run, at once, up to N times, before the worker
+// reports the failure (the seeds' max_unexpected_retries): a glitch that a
+// second call fixes costs none of the task's retries (max_retries) and no
+// trip through the server. Unexpected means: the handler panicked, or
+// returned a non-nil error not marked with [NoRetry], while its context was
+// still live. Never retried locally: an error marked with [NoRetry] (a
+// payload that does not decode is one), and any failure once the handler's
+// context is done — the task was stopped, its timeout passed, its lease
+// was lost or the worker is stopping. The calls share the run: one lease
+// (heartbeats go on between them), one timeout counted from the hand-over,
+// one concurrency slot and one report; each gets a fresh [Task] whose
+// LocalRetry counts the calls before it. A failure reported after local
+// retries says how many in its message ("after 2 local retries: …").
 //
 // # Stopping
 //
@@ -120,6 +139,11 @@ type Config struct {
 	// CancelWait is how long the worker waits for a cancelled handler to
 	// return before reporting its run anyway (default DefaultCancelWait).
 	CancelWait time.Duration
+	// MaxLocalRetries is how many times a handler that panics or returns an
+	// unexpected error is called again for the same run, at once and
+	// in-process, before its failure is reported (default 0: none). See
+	// "Local retries" in the package doc for what counts as unexpected.
+	MaxLocalRetries int
 	// Logger receives the worker's diagnostics (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -201,6 +225,7 @@ func New(cfg Config) *Worker {
 	if cfg.CancelWait <= 0 {
 		cfg.CancelWait = DefaultCancelWait
 	}
+	cfg.MaxLocalRetries = max(cfg.MaxLocalRetries, 0)
 	if cfg.Client == nil {
 		if cfg.Server == "" {
 			cfg.Server = DefaultServer

@@ -49,11 +49,17 @@ const workerLong = `Run COMMAND once for each task of the given kinds, up to --c
 
 Each run gets its own process group, with
   standard input   the task's JSON payload
-  environment      ROTA_TASK_ID, ROTA_RUN_ID, ROTA_ATTEMPT, ROTA_KIND (and the worker's own)
+  environment      ROTA_TASK_ID, ROTA_RUN_ID, ROTA_ATTEMPT, ROTA_KIND, ROTA_LOCAL_RETRY
+                   (and the worker's own)
 and its exit code decides the outcome:
   0                success; standard output (up to --max-output bytes) is the task's message
   65               failure that must not be retried (EX_DATAERR; see --no-retry-code)
   anything else    failure, retried while the task has retries left
+With --local-retries N, a command that fails with any other code (or cannot start, or
+is killed by a signal it did not get from the worker) is first run again at once for the
+same run, up to N times, before the failure is reported: ROTA_ATTEMPT stays, and
+ROTA_LOCAL_RETRY counts the runs of the command before (0 for the first). The runs share
+the task's lease and timeout; a stopped, timed-out or lost task is never run again locally.
 Standard error is logged (up to --max-output bytes) and its last 4 KiB end the failure
 message. When the task is stopped, times out, its lease is lost or the worker stops after
 its grace period, the process group gets SIGTERM, then SIGKILL after --kill-grace; any
@@ -121,6 +127,7 @@ func (wf *workerFlags) define(cmd *cobra.Command) {
 	f.DurationVar(&wf.r.killGrace, "kill-grace", 5*time.Second, "after SIGTERM, how long a cancelled command has before SIGKILL")
 	f.IntVar(&wf.r.maxOutput, "max-output", 64<<10, "bytes of standard output kept as the message (and of standard error logged)")
 	f.IntVar(&wf.r.noRetryCode, "no-retry-code", DefaultNoRetryCode, "exit code that fails the task without retry")
+	f.IntVar(&wf.cfg.MaxLocalRetries, "local-retries", 0, "times a failing command is run again at once, for the same run, before the failure is reported")
 	f.StringVar(&wf.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&wf.logFormat, "log-format", "text", "log format: text or json")
 }
@@ -151,6 +158,8 @@ func (wf *workerFlags) checkLimits() error {
 		return usageError("--max-output %d: want at least 1 byte", wf.r.maxOutput)
 	case wf.r.noRetryCode < 1 || wf.r.noRetryCode > 255:
 		return usageError("--no-retry-code %d: want 1 to 255", wf.r.noRetryCode)
+	case wf.cfg.MaxLocalRetries < 0:
+		return usageError("--local-retries %d: want 0 or more", wf.cfg.MaxLocalRetries)
 	}
 	return nil
 }
@@ -250,7 +259,8 @@ func (r *commandRunner) start(t *rotaworker.Task[json.RawMessage]) (*commandProc
 	cmd := exec.Command(r.argv[0], r.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.Env = append(os.Environ(),
-		"ROTA_TASK_ID="+t.ID, "ROTA_RUN_ID="+t.RunID, "ROTA_ATTEMPT="+strconv.Itoa(t.Attempt), "ROTA_KIND="+t.Kind)
+		"ROTA_TASK_ID="+t.ID, "ROTA_RUN_ID="+t.RunID, "ROTA_ATTEMPT="+strconv.Itoa(t.Attempt), "ROTA_KIND="+t.Kind,
+		"ROTA_LOCAL_RETRY="+strconv.Itoa(t.LocalRetry))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	startErr := cmd.Start()
 	// The child has its copies; ours would keep the pipes open.

@@ -140,6 +140,77 @@ func TestWorkerNoRetryExitCode(t *testing.T) {
 	}
 }
 
+func TestWorkerLocalRetries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dir := t.TempDir()
+	// Each run of the command appends "attempt.local_retry" to a file of
+	// its task, then fails with exit 3 until its third local run.
+	script := fmt.Sprintf(`echo "$ROTA_ATTEMPT.$ROTA_LOCAL_RETRY" >> %s/$ROTA_TASK_ID; `+
+		`case "$(cat)" in *ok*) [ "$ROTA_LOCAL_RETRY" = 2 ] && { echo fine; exit 0; };; *final*) exit 65;; esac; `+
+		`echo "boom $ROTA_LOCAL_RETRY" >&2; exit 3`, dir)
+	b.startWorker(t, "--kind", "glitchy", "--local-retries", "2", "--", "sh", "-c", script)
+	calls := func(id string) string {
+		got, err := os.ReadFile(filepath.Join(dir, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(strings.Fields(string(got)), " ")
+	}
+
+	// Two unexpected failures, then a success: one run, no retry spent.
+	id := b.submit(t, rotaclient.TaskParams{Kind: "glitchy", Payload: "ok", MaxRetries: new(0)})
+	task := b.waitTask(t, id)
+	if task.Status != rota.StatusSuccess || len(task.Runs) != 1 || task.Message != "fine" {
+		t.Errorf("ok: task %s after %d runs: %q", task.Status, len(task.Runs), task.Message)
+	}
+	if got := calls(id); got != "1.0 1.1 1.2" {
+		t.Errorf("ok: commands run %q, want 1.0 1.1 1.2", got)
+	}
+
+	// Always failing: 1 + 2 local runs per server attempt, then reported.
+	id = b.submit(t, rotaclient.TaskParams{Kind: "glitchy", Payload: "bad", MaxRetries: new(1)})
+	task = b.waitTask(t, id)
+	if want := "after 2 local retries: exit code 3\nstderr:\nboom 2"; task.Status != rota.StatusFailed ||
+		len(task.Runs) != 2 || task.Message != want {
+		t.Errorf("bad: task %s after %d runs: %q, want %q", task.Status, len(task.Runs), task.Message, want)
+	}
+	if got := calls(id); got != "1.0 1.1 1.2 2.0 2.1 2.2" {
+		t.Errorf("bad: commands run %q, want 1.0 1.1 1.2 2.0 2.1 2.2", got)
+	}
+
+	// Exit 65 is final: never run again.
+	id = b.submit(t, rotaclient.TaskParams{Kind: "glitchy", Payload: "final", MaxRetries: new(3)})
+	task = b.waitTask(t, id)
+	if task.Status != rota.StatusFailed || len(task.Runs) != 1 || !strings.HasPrefix(task.Message, "exit code 65") {
+		t.Errorf("final: task %s after %d runs: %q", task.Status, len(task.Runs), task.Message)
+	}
+	if got := calls(id); got != "1.0" {
+		t.Errorf("final: commands run %q, want 1.0", got)
+	}
+}
+
+func TestWorkerStoppedCommandIsNotRetriedLocally(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dir := t.TempDir()
+	script := fmt.Sprintf(`echo $$ >> %s/$ROTA_TASK_ID; exec sleep 60`, dir)
+	b.startWorker(t, "--kind", "stopme", "--local-retries", "5", "--", "sh", "-c", script)
+	id := b.submit(t, rotaclient.TaskParams{Kind: "stopme", HeartbeatTimeoutSeconds: 3})
+	readPID(t, filepath.Join(dir, id))
+	if _, err := b.client.StopTask(b.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	task := b.waitTask(t, id)
+	if task.Status != rota.StatusCanceled || len(task.Runs) != 1 {
+		t.Errorf("task %s after %d runs: %q", task.Status, len(task.Runs), task.Message)
+	}
+	time.Sleep(200 * time.Millisecond) // a wrong local retry would start now
+	if got, _ := os.ReadFile(filepath.Join(dir, id)); len(strings.Fields(string(got))) != 1 {
+		t.Errorf("the command ran %d times, want 1: %q", len(strings.Fields(string(got))), got)
+	}
+}
+
 // gone reports whether process pid no longer runs (a zombie waiting for
 // its reaper counts as gone).
 func gone(pid int) bool {
@@ -278,6 +349,7 @@ func TestWorkerUsage(t *testing.T) {
 		{[]string{"worker", "--", "true"}, "--kind is required"},
 		{[]string{"worker", "--kind", "bad kind", "--", "true"}, `--kind "bad kind"`},
 		{[]string{"worker", "--kind", "a", "--concurrency", "0", "--", "true"}, "--concurrency"},
+		{[]string{"worker", "--kind", "a", "--local-retries", "-1", "--", "true"}, "--local-retries -1"},
 		{[]string{"worker", "--kind", "a", "--", "/no/such/command"}, "/no/such/command"},
 		{[]string{"worker", "--kind", "a", "--server", "nope", "--", "true"}, "--server"},
 	} {
