@@ -95,6 +95,8 @@ and closes the store; a second signal stops it at once.`,
 	f.StringVar(&cfg.NodeID, "node-id", "", "this node's id in the cluster (default host-pid-random)")
 	f.StringVar(&cfg.Advertise, "advertise", "", "address other nodes and the UI show for this node (default the listen address)")
 	f.StringSliceVar(&cfg.TargetAllow, "target-allow", nil, "allow schedule targets to reach this CIDR, address, host or host:port although it is refused by default (loopback, private, link-local, CGNAT, multicast…); repeatable or comma-separated")
+	f.StringVar(&cfg.KindsFile, "kinds-file", "", "declare kinds and their settings from this file (JSON, or YAML if named *.yaml or *.yml), applied at every start: {\"kinds\": [{\"name\": \"email\", \"max_running\": 10}]}")
+	f.BoolVar(&cfg.StrictKinds, "strict-kinds", false, "refuse submits of kinds the --kinds-file does not declare")
 	f.DurationVar(&cfg.LeaderLease, "leader-lease", 5*time.Second, "leader lease: a dead leader is replaced within about this long")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")

@@ -113,6 +113,11 @@ type Config struct {
 	// checked when the executor dials them). Default: a guard with no
 	// allow list.
 	TargetGuard *netguard.Guard
+	// AcceptKind, when set, is asked about the kind of every submitted task
+	// (POST /api/tasks and each item of POST /api/tasks/batch): false
+	// refuses the submit with 400 invalid naming its kind field. Nil
+	// accepts every valid kind.
+	AcceptKind func(kind string) bool
 }
 
 // API is the HTTP API. It is safe for concurrent use; create it with New.
@@ -131,6 +136,7 @@ type API struct {
 	auth         *Authenticator
 	policies     map[string]policy // the role table, by route pattern
 	extra        map[string]http.Handler
+	acceptKind   func(kind string) bool // nil: any
 	nodeID       string
 	version      string
 	handler      http.Handler
@@ -162,6 +168,7 @@ func New(cfg Config) (*API, error) {
 		auth:         cfg.Auth,
 		policies:     routePolicies(),
 		extra:        cfg.Handlers,
+		acceptKind:   cfg.AcceptKind,
 	}
 	if a.log == nil {
 		a.log = slog.Default()

@@ -62,23 +62,33 @@ type kindPutRequest struct {
 }
 
 func (k *kindPutRequest) validate(*API) error {
-	if k.PriorityFactor != nil {
-		if err := checkRange("priority_factor", *k.PriorityFactor, 1, maxPriorityFactor); err != nil {
+	return CheckKindSettings("", store.KindUpsertParams{
+		PriorityFactor: k.PriorityFactor, MaxRunning: k.MaxRunning, Rate: k.Rate, RetentionSeconds: k.RetentionSeconds,
+	})
+}
+
+// CheckKindSettings checks the settings of p (not its name) as PUT
+// /api/kinds/{kind} does, naming a field at fault under the JSON path
+// prefix (kinds[2].rate). Nil settings are not checked.
+func CheckKindSettings(prefix string, p store.KindUpsertParams) error {
+	f := func(name string) string { return joinPath(prefix, name) }
+	if p.PriorityFactor != nil {
+		if err := checkRange(f("priority_factor"), *p.PriorityFactor, 1, maxPriorityFactor); err != nil {
 			return err
 		}
 	}
-	if k.MaxRunning != nil {
-		if err := checkRange("max_running", *k.MaxRunning, 0, maxKindMaxRunning); err != nil {
+	if p.MaxRunning != nil {
+		if err := checkRange(f("max_running"), *p.MaxRunning, 0, maxKindMaxRunning); err != nil {
 			return err
 		}
 	}
-	if k.Rate != nil {
-		if err := checkRange("rate", *k.Rate, 0, maxKindRate); err != nil {
+	if p.Rate != nil {
+		if err := checkRange(f("rate"), *p.Rate, 0, maxKindRate); err != nil {
 			return err
 		}
 	}
-	if k.RetentionSeconds != nil {
-		if err := checkRange("retention_seconds", *k.RetentionSeconds, 0, maxRetentionSeconds); err != nil {
+	if p.RetentionSeconds != nil {
+		if err := checkRange(f("retention_seconds"), *p.RetentionSeconds, 0, maxRetentionSeconds); err != nil {
 			return err
 		}
 	}

@@ -35,7 +35,19 @@ type submitRequest struct {
 func (s *submitRequest) validate(a *API) error {
 	p, err := s.check(a.maxPayload, "", a.disp.Now())
 	s.params = p
-	return err
+	if err != nil {
+		return err
+	}
+	return a.checkAccepted("kind", p.Kind)
+}
+
+// checkAccepted refuses a kind that Config.AcceptKind does not accept,
+// naming field.
+func (a *API) checkAccepted(field, kind string) error {
+	if a.acceptKind == nil || a.acceptKind(kind) {
+		return nil
+	}
+	return rota.Invalid(field, "is %q, a kind this server does not declare: it accepts only the kinds of its kinds file (--strict-kinds)", kind)
 }
 
 // check validates a submit whose fields sit under the JSON path prefix and
@@ -209,6 +221,9 @@ func (b *batchRequest) checkItems(a *API, now time.Time) error {
 		}
 		p, err := s.check(a.maxPayload, prefix, now)
 		if err != nil {
+			return err
+		}
+		if err := a.checkAccepted(prefix+".kind", p.Kind); err != nil {
 			return err
 		}
 		b.params[i] = p

@@ -93,8 +93,15 @@ type Config struct {
 	// Version is the version this node reports (GET /api/healthz, GET
 	// /api/cluster, the UI); default buildinfo.Get().Version.
 	Version string
-	Logger  *slog.Logger
-	Clock   clock.Clock
+	// KindsFile, when set, declares kinds and their settings (JSON, or YAML
+	// for *.yaml and *.yml; see KindSpec): New refuses a bad file and
+	// applies a good one, idempotently: every node of a cluster may.
+	KindsFile string
+	// StrictKinds refuses submits of kinds KindsFile does not declare (400
+	// invalid naming kind); it needs a KindsFile.
+	StrictKinds bool
+	Logger      *slog.Logger
+	Clock       clock.Clock
 }
 
 // DefaultAuditRetention is how long audit records are kept by default.
@@ -157,6 +164,8 @@ type Server struct {
 	schedules *scheduling // the cron engine and HTTP executor; nil without store support
 
 	elector *leadership.Elector // cluster membership and leader election
+
+	kinds *declaredKinds // of Config.KindsFile; nil without one
 }
 
 // New opens the store and wires the components; Start serves.
@@ -196,6 +205,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s, err := compose(cfg, st)
+	if err == nil {
+		_, err = s.applyKinds(ctx)
+	}
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -222,6 +234,9 @@ func compose(cfg Config, st store.Store) (*Server, error) {
 		return nil, err
 	}
 	if s.schedules, err = s.initSchedules(); err != nil {
+		return nil, err
+	}
+	if s.kinds, err = loadKinds(cfg); err != nil {
 		return nil, err
 	}
 	if err = s.initHTTP(); err != nil {
@@ -294,6 +309,7 @@ func (s *Server) initHTTP() error {
 				ErrorLog:      slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 			}),
 		},
+		AcceptKind: s.kinds.acceptKind(),
 	})
 	if err != nil {
 		return err
