@@ -387,9 +387,11 @@ func (s *Server) Start(ctx context.Context) error {
 		s.disp.Stop()
 		return err
 	}
+	// Serve sets up HTTP/2 by writing TLSConfig: read it before.
+	tls := s.http.TLSConfig != nil
 	go func() {
 		var err error
-		if s.http.TLSConfig != nil {
+		if tls {
 			err = s.http.ServeTLS(ln, "", "")
 		} else {
 			err = s.http.Serve(ln)
@@ -402,7 +404,7 @@ func (s *Server) Start(ctx context.Context) error {
 	bi := buildinfo.Get()
 	s.cfg.Logger.Info("rota server started", "addr", s.Addr(), "store", s.describeStore(),
 		"version", s.cfg.Version, "commit", bi.Commit, "build_date", bi.BuildDate, "go_version", bi.GoVersion,
-		"tls", s.http.TLSConfig != nil, "auth", s.cfg.AuthToken != "")
+		"tls", tls, "auth", s.cfg.AuthToken != "")
 	if s.cfg.AuthToken == "" && s.cfg.InsecureNoAuth && !httpapi.IsLoopbackListen(s.cfg.Listen) {
 		s.cfg.Logger.Warn("authentication is OFF on a non-loopback address (--insecure-no-auth): anyone who reaches " +
 			s.Addr() + " is an admin; set --auth-token")
