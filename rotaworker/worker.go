@@ -49,7 +49,7 @@
 //
 // With Config.MaxLocalRetries = N, a handler that fails unexpectedly is
 // called again for the same run, at once, up to N times, before the worker
-// reports the failure (the seeds' max_unexpected_retries): a glitch that a
+// reports the failure: a glitch that a
 // second call fixes costs none of the task's retries (max_retries) and no
 // trip through the server. Unexpected means: the handler panicked, or
 // returned a non-nil error not marked with [NoRetry], while its context was
