@@ -49,9 +49,8 @@
 //
 // With Config.MaxLocalRetries = N, a handler that fails unexpectedly is
 // called again for the same run, at once, up to N times, before the worker
-// reports the failure: a glitch that a
-// second call fixes costs none of the task's retries (max_retries) and no
-// trip through the server. Unexpected means: the handler panicked, or
+// reports the failure: a glitch that a second call fixes costs none of the
+// task's retries (max_retries) and no trip through the server. Unexpected means: the handler panicked, or
 // returned a non-nil error not marked with [NoRetry], while its context was
 // still live. Never retried locally: an error marked with [NoRetry] (a
 // payload that does not decode is one), and any failure once the handler's
