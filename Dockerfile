@@ -1,36 +1,23 @@
-# Rota's container image: one static binary on scratch.
+# Rota's container image: one static binary on scratch, nothing else.
 #
-#   make image                     # docker build with the version, commit and date of the checkout
+#   make image                     # make build, then docker build of this file (no base image is pulled)
 #   docker run -d -p 127.0.0.1:8080:8080 -v rota-data:/data -e ROTA_AUTH_TOKEN=$(openssl rand -hex 32) rota
+#
+# `make image` stages the build context in .image/: the static binary of
+# `make build` (CGO_ENABLED=0, the time zone database embedded), the host's
+# CA certificates (for the schedule HTTP executor's https targets), a passwd
+# and group line for the non-root user, and an empty data directory. The
+# image needs no base image and no network to build.
 #
 # The server listens on 0.0.0.0:8080 inside the container and keeps its
 # embedded store in the /data volume. Set ROTA_AUTH_TOKEN: a server that
 # listens beyond loopback requires a credential (docs/deploy/README.md).
-
-ARG GO_VERSION=1.26.8
-
-# The official Go image (Debian: make and CA certificates included).
-FROM golang:${GO_VERSION} AS build
-WORKDIR /src
-COPY go.mod go.sum ./
-RUN go mod download
-COPY . .
-# The Makefile's values, passed by `make image` (the build context has no .git).
-ARG VERSION=
-ARG COMMIT=
-ARG BUILD_DATE=
-# The same command as `make build`: CGO_ENABLED=0, time zones embedded.
-RUN make build BIN=/out/rota VERSION="${VERSION}" COMMIT="${COMMIT}" BUILD_DATE="${BUILD_DATE}" \
- && mkdir -p /out/data \
- && echo 'rota:x:65532:65532:rota:/data:/sbin/nologin' > /out/passwd \
- && echo 'rota:x:65532:' > /out/group
-
 FROM scratch
-COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
-COPY --from=build /out/passwd /etc/passwd
-COPY --from=build /out/group /etc/group
-COPY --from=build --chown=65532:65532 /out/data /data
-COPY --from=build /out/rota /usr/local/bin/rota
+COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY passwd /etc/passwd
+COPY group /etc/group
+COPY --chown=65532:65532 data /data
+COPY rota /usr/local/bin/rota
 USER 65532:65532
 ENV ROTA_LISTEN=0.0.0.0:8080 \
     ROTA_DATA=/data
