@@ -33,7 +33,7 @@ func secondNode(t *testing.T, e *testEnv, ac AuthConfig) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(a.Handler())
+	srv := httptest.NewServer(loadSpec(t).wrap(t, a.Handler())) // checked against docs/openapi.json
 	t.Cleanup(srv.Close)
 	t.Cleanup(d.Stop)
 	return srv.URL

@@ -219,6 +219,7 @@ func (a *API) routes() http.Handler {
 	a.mountCluster(mux)
 	a.mountSchedules(mux)
 	a.mountAccess(mux)
+	a.mountDocs(mux)
 	for pattern, h := range a.extra {
 		a.mountHandler(mux, pattern, h)
 	}

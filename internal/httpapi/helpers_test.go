@@ -108,7 +108,8 @@ func setup(t testing.TB, opts ...func(*setupOptions)) *testEnv {
 	if err != nil {
 		t.Fatalf("httpapi.New: %v", err)
 	}
-	srv := httptest.NewServer(a.Handler())
+	// Every request and response is checked against docs/openapi.json.
+	srv := httptest.NewServer(loadSpec(t).wrap(t, a.Handler()))
 	// Cleanups run last-in first-out: stop the dispatcher (waiting claims
 	// return), then the server, then the store.
 	t.Cleanup(srv.Close)

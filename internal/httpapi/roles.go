@@ -82,6 +82,7 @@ func routePolicies() map[string]policy {
 		"GET /api/workers":             {perm: permRead},
 		"GET /api/stats":               {perm: permRead},
 		"GET /api/version":             {perm: permRead},
+		"GET /api/openapi.json":        {perm: permRead},
 		"GET /api/cluster":             {perm: permRead},
 		"GET /api/schedules":           {perm: permRead},
 		"GET /api/schedules/{id}":      {perm: permRead},

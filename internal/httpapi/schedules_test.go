@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"sync"
@@ -14,17 +12,10 @@ import (
 	"github.com/rotahq/rota/internal/dispatch"
 )
 
-// setupSchedules is setup with the schedule routes served (whether or not
-// routes() mounts them yet).
+// setupSchedules is setup (the API serves the schedule routes).
 func setupSchedules(t *testing.T, opts ...func(*setupOptions)) *testEnv {
 	t.Helper()
-	e := setup(t, opts...)
-	mux := http.NewServeMux()
-	e.api.mountSchedules(mux)
-	srv := httptest.NewServer(e.api.logRequests(e.api.recoverPanics(mux)))
-	t.Cleanup(srv.Close)
-	e.url = srv.URL
-	return e
+	return setup(t, opts...)
 }
 
 func (e *testEnv) createSchedule(body map[string]any) string {
