@@ -168,6 +168,10 @@ type Store interface {
 
 	// Ping checks the store is reachable.
 	Ping(ctx context.Context) error
+	// PingWrite checks the store accepts writes: it commits a small
+	// write that changes nothing a client sees (Now is recorded). A full
+	// disk or a lost database → a rota.ErrUnavailable error.
+	PingWrite(ctx context.Context, now time.Time) error
 	// Close releases the store's resources.
 	Close() error
 }
