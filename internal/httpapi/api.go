@@ -137,7 +137,7 @@ type API struct {
 	maxBody      int64
 	maxBatchBody int64
 	bodyTimeout  time.Duration
-	inflight     *inflight // shared: the in-flight body cap
+	inflight     *inflight    // shared: the in-flight body cap
 	health       *writeHealth // shared: the outcome of the last writes
 	schedChanged func(id string)
 	guard        *netguard.Guard
