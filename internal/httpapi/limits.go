@@ -29,10 +29,17 @@ const (
 )
 
 // HardHeaderBytes is the http.Server MaxHeaderBytes to use with
-// LimitHeaders(limit): room above limit so that net/http, which answers an
-// over-long header itself in plain text, leaves the refusal to
-// LimitHeaders and its envelope.
-func HardHeaderBytes(limit int) int { return 2*limit + 4096 }
+// LimitHeaders(limit): ample room above limit (4×, at least 1 MiB), so
+// that net/http, which answers an over-long header itself in plain text
+// before any handler runs, leaves the refusal to LimitHeaders and its
+// envelope for all but absurd headers. ReadHeaderTimeout bounds how long
+// a connection may hold that much.
+func HardHeaderBytes(limit int) int {
+	if limit <= 0 {
+		limit = DefaultMaxHeaderBytes
+	}
+	return max(4*limit, 1<<20)
+}
 
 // LimitHeaders refuses, with a 431 envelope (code too_large), a request
 // whose request line and headers take more than limit bytes (counted as
