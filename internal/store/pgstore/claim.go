@@ -28,7 +28,7 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 			ON CONFLICT (id) DO UPDATE SET address = excluded.address,
 				kinds = CASE WHEN workers.kinds = excluded.kinds THEN workers.kinds ELSE
 					ARRAY(SELECT DISTINCT k COLLATE "C" FROM unnest(workers.kinds || excluded.kinds) AS k ORDER BY 1) END,
-				last_seen = excluded.last_seen, last_wait_ms = excluded.last_wait_ms
+				last_seen = excluded.last_seen, last_wait_ms = excluded.last_wait_ms, deregistered = false
 			RETURNING stop_requested`, p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds()).
 			QueryRow(func(row pgx.Row) error { return row.Scan(&stop) })
 		multi := len(p.Kinds) > 1
