@@ -16,7 +16,7 @@ func TestTextProblem(t *testing.T) {
 		{`{"a":"é ü 日本 😀"}`, false},
 		{`{"a":"\ud83d\ude00 \n \\u0000 \" \\"}`, false}, // a pair; an escaped backslash before u0000
 		{"{\"a\":\"\xff\"}", true},
-		{"{\"a\":\"\xc3\"}", true}, // truncated sequence
+		{"{\"a\":\"\xc3\"}", true},         // truncated sequence
 		{"{\"a\":\"\xed\xa0\x80\"}", true}, // a surrogate encoded in UTF-8
 		{`{"a":"\u0000"}`, true},
 		{`{"a":"x\u0000"}`, true},

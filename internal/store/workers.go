@@ -32,6 +32,11 @@ type WorkerPruneParams struct {
 	Limit      int // at most this many (default 1000)
 }
 
+// MaxWorkerKinds bounds the kinds a worker record keeps: the kinds of
+// its claims accumulate up to this many; past it, the record keeps the
+// kinds of the latest claim only.
+const MaxWorkerKinds = 100
+
 // DefaultWorkerListLimit is the page size of a WorkerListPage without
 // Limit.
 const DefaultWorkerListLimit = 100

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,6 +16,27 @@ func testWorkerPage(t *testing.T, ns newStoreFunc) {
 	parallel(t, ns, "DeregisterUnknown", workerDeregisterUnknown)
 	parallel(t, ns, "Prune", workerPrune)
 	parallel(t, ns, "PingWrite", pingWrite)
+	parallel(t, ns, "KindsBounded", workerKindsBounded)
+}
+
+// workerKindsBounded is the KindsBounded subtest: the kinds of a worker's
+// claims accumulate up to store.MaxWorkerKinds; past it the record keeps
+// the latest claim's kinds.
+func workerKindsBounded(t *testing.T, f *Fixture) {
+	batch := func(prefix string, n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s%03d", prefix, i)
+		}
+		return out
+	}
+	f.claimWait("w1", f.At(0), 0, batch("a", 60)...)
+	f.claimWait("w1", f.At(sec(1)), 0, batch("b", 40)...)
+	if got := len(f.worker("w1", f.At(sec(1))).Kinds); got != 100 {
+		t.Fatalf("after 60 + 40 kinds: %d kinds, want 100", got)
+	}
+	f.claimWait("w1", f.At(sec(2)), 0, batch("c", 10)...)
+	diff(t, "kinds past the bound", batch("c", 10), f.worker("w1", f.At(sec(2))).Kinds)
 }
 
 // workerIDs lists the ids of ws.
