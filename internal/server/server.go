@@ -279,8 +279,9 @@ func (s *Server) initDispatcher() error {
 	disp, err := dispatch.New(dispatch.Config{
 		Store: s.store, Clock: s.cfg.Clock, Logger: s.cfg.Logger, IDs: &rota.IDGenerator{},
 		BackoffBase: s.cfg.RetryBackoff, ReapInterval: s.cfg.ReapInterval, AuditRetention: s.cfg.AuditRetention,
-		Leader: s.elector.Leading,
-		Events: func(ev rota.Event) { s.hub.Publish(ev); s.queue.Observe(ev) },
+		WorkerRetention: s.cfg.Limits.WorkerRetention,
+		Leader:          s.elector.Leading,
+		Events:          func(ev rota.Event) { s.hub.Publish(ev); s.queue.Observe(ev) },
 	})
 	if err != nil {
 		return err
