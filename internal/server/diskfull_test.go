@@ -66,7 +66,7 @@ type apiAnswer struct {
 	data       json.RawMessage
 }
 
-func call(t *testing.T, method, url, body string) apiAnswer {
+func callURL(t *testing.T, method, url, body string) apiAnswer {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
@@ -116,7 +116,7 @@ func TestDiskFullAnswersUnavailableAndRecovers(t *testing.T) {
 	var acked []string
 	payload := fmt.Sprintf(`{"kind":"disk","task":{"pad":%q}}`, strings.Repeat("x", 2000))
 	submit := func() apiAnswer {
-		a := call(t, "POST", base+"/api/tasks", payload)
+		a := callURL(t, "POST", base+"/api/tasks", payload)
 		if a.status == http.StatusOK {
 			var d struct {
 				ID string `json:"task_id"`
@@ -149,11 +149,11 @@ func TestDiskFullAnswersUnavailableAndRecovers(t *testing.T) {
 	if refused.status != http.StatusServiceUnavailable || refused.code != 50300 || refused.retryAfter == "" {
 		t.Fatalf("submit on a full disk: %+v, want 503 code 50300 with Retry-After", refused)
 	}
-	if a := call(t, "GET", base+"/api/readyz", ""); a.status != http.StatusServiceUnavailable || a.code != 50300 {
+	if a := callURL(t, "GET", base+"/api/readyz", ""); a.status != http.StatusServiceUnavailable || a.code != 50300 {
 		t.Fatalf("readyz on a full disk: %+v, want 503 unavailable", a)
 	}
 	// Reads still work.
-	if a := call(t, "GET", base+"/api/tasks/"+acked[0], ""); a.status != http.StatusOK {
+	if a := callURL(t, "GET", base+"/api/tasks/"+acked[0], ""); a.status != http.StatusOK {
 		t.Fatalf("read on a full disk: %+v", a)
 	}
 
@@ -161,7 +161,7 @@ func TestDiskFullAnswersUnavailableAndRecovers(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	if a := call(t, "GET", base+"/api/readyz", ""); a.status != http.StatusOK {
+	if a := callURL(t, "GET", base+"/api/readyz", ""); a.status != http.StatusOK {
 		t.Fatalf("readyz once space returned: %+v, want 200", a)
 	}
 	for range 5 {
@@ -172,7 +172,7 @@ func TestDiskFullAnswersUnavailableAndRecovers(t *testing.T) {
 	check := func(base string) {
 		t.Helper()
 		for _, id := range acked {
-			if a := call(t, "GET", base+"/api/tasks/"+id, ""); a.status != http.StatusOK {
+			if a := callURL(t, "GET", base+"/api/tasks/"+id, ""); a.status != http.StatusOK {
 				t.Fatalf("acknowledged task %s: %+v", id, a)
 			}
 		}
