@@ -203,7 +203,8 @@ type Worker struct {
 	WorkerID string `json:"worker_id"`
 	// Address is the worker's address.
 	Address string `json:"address"`
-	// Kinds are the kinds of its last claim; [] when none.
+	// Kinds are the kinds of its claims (at most 100; past that, those
+	// of its last claim); [] when none.
 	Kinds []string `json:"kinds"`
 	// Running counts the runs it holds.
 	Running int `json:"running"`
@@ -218,8 +219,11 @@ type Worker struct {
 	StopRequested bool `json:"stop_requested"`
 }
 
-// WorkerList is the data of GET /api/workers.
+// WorkerList is the data of GET /api/workers: one page of workers, by id.
 type WorkerList struct {
-	// Workers are every worker seen; [] when none.
+	// Workers are the page's workers; [] when none.
 	Workers []Worker `json:"workers"`
+	// NextCursor is the cursor of the next page (the query's cursor);
+	// "" on the last page.
+	NextCursor string `json:"next_cursor"`
 }

@@ -3,6 +3,7 @@ package rotaclient
 import (
 	"context"
 	"net/http"
+	"net/url"
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/rotaapi"
@@ -55,13 +56,59 @@ func (c *Client) ResumeKind(ctx context.Context, name string) (*rota.Kind, error
 }
 
 // ListWorkers returns every worker the server has seen, with its status
-// (GET /api/workers).
+// (GET /api/workers, all pages).
 func (c *Client) ListWorkers(ctx context.Context) ([]rota.Worker, error) {
-	var out workerListIn
-	if err := c.Do(ctx, http.MethodGet, "/api/workers", nil, &out); err != nil {
+	return c.ListWorkersWhere(ctx, WorkerFilter{})
+}
+
+// WorkerFilter selects workers in ListWorkersWhere; zero fields select
+// all.
+type WorkerFilter struct {
+	Status rota.WorkerStatus // active, lost or stopped
+	Kind   string            // workers that claim this kind
+}
+
+// ListWorkersWhere returns every worker of the filter, by id, reading all
+// pages of GET /api/workers.
+func (c *Client) ListWorkersWhere(ctx context.Context, f WorkerFilter) ([]rota.Worker, error) {
+	var ws []rota.Worker
+	cursor := ""
+	for {
+		var out workerListIn
+		q := url.Values{"limit": {"1000"}}
+		if f.Status != "" {
+			q.Set("status", string(f.Status))
+		}
+		if f.Kind != "" {
+			q.Set("kind", f.Kind)
+		}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		if err := c.Do(ctx, http.MethodGet, "/api/workers?"+q.Encode(), nil, &out); err != nil {
+			return nil, err
+		}
+		for i := range out.Workers {
+			ws = append(ws, out.Workers[i].worker())
+		}
+		if out.NextCursor == "" || out.NextCursor == cursor {
+			return ws, nil
+		}
+		cursor = out.NextCursor
+	}
+}
+
+// DeregisterWorker tells the server that a worker stopped gracefully
+// (POST /api/workers/{id}/deregister): it is listed as stopped, not lost,
+// until it claims again. rotaworker calls it when Run returns. An unknown
+// worker (one that never claimed) gives an error matching
+// rota.ErrNotFound.
+func (c *Client) DeregisterWorker(ctx context.Context, id string) (*rota.Worker, error) {
+	var w workerIn
+	if err := c.Do(ctx, http.MethodPost, "/api/workers/"+escape(id)+"/deregister", nil, &w); err != nil {
 		return nil, err
 	}
-	return convert(out.Workers, (*workerIn).worker), nil
+	return new(w.worker()), nil
 }
 
 // StopWorker asks a worker to drain (POST /api/workers/{id}/stop): it gets

@@ -381,8 +381,23 @@ func (w *Worker) Run(ctx context.Context) error {
 	loops.Wait()
 	runs.Wait()
 	w.rep.wait()
+	w.deregister(base)
 	w.log.Info("rotaworker: stopped")
 	return nil
+}
+
+// deregisterTimeout bounds the goodbye a stopping worker sends.
+const deregisterTimeout = 5 * time.Second
+
+// deregister tells the server that this worker stopped gracefully, so that
+// it lists as stopped rather than lost. A worker that never claimed is not
+// known there; a server that cannot be reached only costs a log line.
+func (w *Worker) deregister(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, deregisterTimeout)
+	defer cancel()
+	if _, err := w.client.DeregisterWorker(ctx, w.cfg.ID); err != nil && !errors.Is(err, rota.ErrNotFound) {
+		w.log.Warn("rotaworker: deregister", "err", err)
+	}
 }
 
 // beginStop stops claiming.

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/rotahq/rota/internal/httpapi"
 	"github.com/rotahq/rota/internal/server"
 )
 
@@ -98,11 +100,22 @@ and closes the store; a second signal stops it at once.`,
 	f.StringVar(&cfg.KindsFile, "kinds-file", "", "declare kinds and their settings from this file (JSON, or YAML if named *.yaml or *.yml), applied at every start: {\"kinds\": [{\"name\": \"email\", \"max_running\": 10}]}")
 	f.BoolVar(&cfg.StrictKinds, "strict-kinds", false, "refuse submits of kinds the --kinds-file does not declare")
 	f.DurationVar(&cfg.LeaderLease, "leader-lease", 5*time.Second, "leader lease: a dead leader is replaced within about this long")
+	defineLimitFlags(f, &cfg.Limits)
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&debug, "debug-listen", "", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off when empty (never expose it publicly)")
 	annotateEnv(cmd)
 	return cmd
+}
+
+// defineLimitFlags defines the flags of the server's resource bounds
+// (docs/api.md, "Limits").
+func defineLimitFlags(f *pflag.FlagSet, l *server.Limits) {
+	f.DurationVar(&l.ReadHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout, "how long a client may take to send a request's headers")
+	f.DurationVar(&l.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "close keep-alive connections idle this long")
+	f.IntVar(&l.MaxHeaderBytes, "max-header-bytes", httpapi.DefaultMaxHeaderBytes, "largest request line and headers accepted, in bytes (over it: 431)")
+	f.Int64Var(&l.MaxInflightBytes, "max-inflight-bytes", httpapi.DefaultMaxInflightBytes, "cap on the request bodies read and handled at once, in bytes (beyond it: 503 with Retry-After)")
+	f.DurationVar(&l.WorkerRetention, "worker-retention", server.DefaultWorkerRetention, "how long a worker no longer seen (lost or stopped) stays listed before it is pruned")
 }
 
 // serveDebug serves net/http/pprof on addr, apart from the API (no

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -465,11 +466,14 @@ func workerRow(t *table, w *rota.Worker) {
 
 func newWorkerListCmd(env Env) *cobra.Command {
 	o := &apiOpts{env: env}
+	var filter rotaclient.WorkerFilter
+	var status string
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the workers the server has seen",
 		Long: `List the workers the server has seen: active (seen recently), lost (silent for
-longer than their liveness window) or stopped (asked to stop and holding no runs).`,
+longer than their liveness window) or stopped (asked to stop, or stopped gracefully,
+and holding no runs). With --json it prints the first page (--limit, --cursor).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.prepare(cmd); err != nil {
@@ -479,10 +483,17 @@ longer than their liveness window) or stopped (asked to stop and holding no runs
 			if err != nil {
 				return err
 			}
+			filter.Status = rota.WorkerStatus(status)
 			if o.json() {
-				return o.call(cmd.Context(), c, http.MethodGet, "/api/workers", nil)
+				q := url.Values{}
+				for name, v := range map[string]string{"status": status, "kind": filter.Kind} {
+					if v != "" {
+						q.Set(name, v)
+					}
+				}
+				return o.call(cmd.Context(), c, http.MethodGet, "/api/workers?"+q.Encode(), nil)
 			}
-			ws, err := c.ListWorkers(cmd.Context())
+			ws, err := c.ListWorkersWhere(cmd.Context(), filter)
 			if err != nil {
 				return o.fail(err)
 			}
@@ -493,6 +504,8 @@ longer than their liveness window) or stopped (asked to stop and holding no runs
 			return t.flush()
 		},
 	}
+	cmd.Flags().StringVar(&status, "status", "", "only workers of this status: active, lost or stopped")
+	cmd.Flags().StringVar(&filter.Kind, "kind", "", "only workers that claim this kind")
 	addAPIFlags(cmd, o, true)
 	annotateEnv(cmd)
 	return cmd

@@ -73,6 +73,10 @@ type Config struct {
 	// AuditRetention, when positive, is how long the audit log keeps its
 	// records: the retention cleanup deletes older ones too.
 	AuditRetention time.Duration
+	// WorkerRetention is how long a worker no longer seen (lost, or
+	// stopped) stays listed before the leader prunes it, at the cleanup
+	// interval (default DefaultWorkerRetention, 24h).
+	WorkerRetention time.Duration
 	// Jitter returns a number in [0,1); default math/rand/v2.
 	Jitter func() float64
 	// Leader, when set, is asked before each round of leader-only duties
@@ -126,6 +130,9 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.SafetyPoll <= 0 {
 		cfg.SafetyPoll = DefaultSafetyPoll
 	}
+	if cfg.WorkerRetention <= 0 {
+		cfg.WorkerRetention = DefaultWorkerRetention
+	}
 	d := &Dispatcher{
 		cfg:     cfg,
 		backoff: NewBackoff(BackoffConfig{Base: cfg.BackoffBase, Max: cfg.BackoffMax, Jitter: cfg.Jitter}),
@@ -149,6 +156,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if d.retention, err = NewRetention(RetentionConfig{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: cfg.Logger, Interval: cfg.CleanupInterval,
 		LeaderPoll: cfg.ReapInterval, Leader: d.leading, Audit: cfg.Store, AuditRetention: cfg.AuditRetention,
+		Workers: cfg.Store, WorkerRetention: cfg.WorkerRetention,
 	}); err != nil {
 		return nil, err
 	}
@@ -216,6 +224,11 @@ func (d *Dispatcher) ReapOnce(ctx context.Context) time.Duration { return d.reap
 // CleanupOnce runs one round of the retention cleanup now (fenced like
 // ReapOnce) and returns how many tasks it deleted.
 func (d *Dispatcher) CleanupOnce(ctx context.Context) int { return d.retention.runOnce(ctx) }
+
+// PruneWorkersOnce deletes now the workers gone longer than the worker
+// retention (part of each retention round) and returns how many it
+// deleted.
+func (d *Dispatcher) PruneWorkersOnce(ctx context.Context) int { return d.retention.pruneWorkers(ctx) }
 
 // expired follows a batch of lease expiries: the tasks' events, and
 // wake-ups and due times of the kinds made claimable.

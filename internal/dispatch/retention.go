@@ -14,6 +14,9 @@ import (
 const (
 	DefaultCleanupInterval = time.Minute
 	DefaultCleanupBatch    = 1000
+	// DefaultWorkerRetention is how long a worker gone (lost or stopped)
+	// stays listed.
+	DefaultWorkerRetention = 24 * time.Hour
 )
 
 // RetentionStore is what the retention cleanup asks of the store.
@@ -26,6 +29,12 @@ type RetentionStore interface {
 type AuditCleaner interface {
 	// AuditCleanup: see store.AccessStore.
 	AuditCleanup(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// WorkerPruner deletes workers gone longer than the worker retention.
+type WorkerPruner interface {
+	// WorkerPrune: see store.Store.
+	WorkerPrune(ctx context.Context, p store.WorkerPruneParams) (int, error)
 }
 
 // RetentionConfig configures a Retention. Zero values mean the defaults.
@@ -50,6 +59,11 @@ type RetentionConfig struct {
 	// audit records older than AuditRetention each round.
 	Audit          AuditCleaner
 	AuditRetention time.Duration
+	// Workers, when set with a positive WorkerRetention, also deletes
+	// each round the workers not seen for WorkerRetention past their
+	// liveness window (lost or stopped that long) that hold no runs.
+	Workers         WorkerPruner
+	WorkerRetention time.Duration
 }
 
 // Retention is the retention cleanup, a leader duty: every Interval it
@@ -117,6 +131,7 @@ func (r *Retention) runOnce(ctx context.Context) int {
 	if r.cfg.Audit != nil && r.cfg.AuditRetention > 0 {
 		r.cleanAudit(ctx)
 	}
+	r.pruneWorkers(ctx)
 	term, _ := r.cfg.Leader()
 	total := 0
 	for {
@@ -161,6 +176,33 @@ func (r *Retention) cleanAudit(ctx context.Context) {
 				r.cfg.Logger.Info("dispatch: deleted audit records past their retention", "records", total)
 			}
 			return
+		}
+	}
+}
+
+// pruneWorkers deletes the workers gone longer than WorkerRetention, in
+// batches, and returns how many it deleted. Like cleanAudit it needs no
+// fencing: deleting what is past its retention is idempotent.
+func (r *Retention) pruneWorkers(ctx context.Context) int {
+	if r.cfg.Workers == nil || r.cfg.WorkerRetention <= 0 {
+		return 0
+	}
+	before := r.cfg.Clock.Now().Add(-r.cfg.WorkerRetention - store.WorkerLiveness)
+	total := 0
+	for {
+		n, err := r.cfg.Workers.WorkerPrune(ctx, store.WorkerPruneParams{SeenBefore: before, Limit: r.cfg.BatchSize})
+		total += n
+		if err != nil {
+			if ctx.Err() == nil {
+				r.cfg.Logger.Error("dispatch: worker retention", "err", err)
+			}
+			return total
+		}
+		if n < r.cfg.BatchSize {
+			if total > 0 {
+				r.cfg.Logger.Info("dispatch: pruned workers gone longer than the retention", "workers", total)
+			}
+			return total
 		}
 	}
 }

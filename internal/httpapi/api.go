@@ -93,6 +93,12 @@ type Config struct {
 	// handler forever. It does not limit the rest of the request: a
 	// long-poll claim may wait longer.
 	BodyReadTimeout time.Duration
+	// MaxInflightBytes caps the bytes of the request bodies being read and
+	// handled at once (default DefaultMaxInflightBytes): beyond it a new
+	// body waits up to InflightWait (default DefaultInflightWait) for room,
+	// then is refused with 503 unavailable and Retry-After.
+	MaxInflightBytes int64
+	InflightWait     time.Duration
 	// NodeID and Version identify this server in /api/healthz; optional.
 	NodeID, Version string
 	// Auth identifies the principal of each request and the role table
@@ -131,6 +137,8 @@ type API struct {
 	maxBody      int64
 	maxBatchBody int64
 	bodyTimeout  time.Duration
+	inflight     *inflight    // shared: the in-flight body cap
+	health       *writeHealth // shared: the outcome of the last writes
 	schedChanged func(id string)
 	guard        *netguard.Guard
 	auth         *Authenticator
@@ -198,6 +206,8 @@ func New(cfg Config) (*API, error) {
 		}
 		a.guard = g
 	}
+	a.inflight = newInflight(cfg.MaxInflightBytes, cfg.InflightWait)
+	a.health = &writeHealth{}
 	a.handler = a.routes()
 	return a, nil
 }

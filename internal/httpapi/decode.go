@@ -222,6 +222,12 @@ func checkKeys(data []byte, dst any, prefix string) error {
 		if err := dec.Decode(&skip); err != nil {
 			return decodeError(err, prefix)
 		}
+		// Every value is checked here, before anything is decoded or
+		// stored: encoding/json would quietly turn bad UTF-8 into U+FFFD
+		// in strings and keep it in raw payloads.
+		if err := checkText(skip, path); err != nil {
+			return err
+		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing '}'
 		return decodeError(err, prefix)

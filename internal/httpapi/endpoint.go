@@ -60,11 +60,16 @@ func mount[Req, Resp any](a *API, mux *http.ServeMux, pattern string, body bodyM
 			r = r.WithContext(context.WithValue(r.Context(), auditKey{}, &auditNote{}))
 		}
 		req := new(Req)
-		if err := a.decodeRequest(w, r, req, body); err != nil {
+		release, err := a.decodeRequest(w, r, req, body)
+		defer release()
+		if err != nil {
 			a.writeError(w, r, err)
 			return
 		}
 		resp, err := exec(r.Context(), req)
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			a.health.observe(r.Context(), err)
+		}
 		if err != nil {
 			a.writeError(w, r, err)
 			return
@@ -77,10 +82,13 @@ func mount[Req, Resp any](a *API, mux *http.ServeMux, pattern string, body bodyM
 }
 
 // decodeRequest fills req from r: path and query, body, then validation.
-func (a *API) decodeRequest(w http.ResponseWriter, r *http.Request, req any, body bodyMode) error {
+// The body's bytes count against the API's in-flight cap until the caller
+// calls release (always non-nil), once the request is answered.
+func (a *API) decodeRequest(w http.ResponseWriter, r *http.Request, req any, body bodyMode) (release func(), err error) {
+	release = func() {}
 	if rr, ok := req.(requestReader); ok {
 		if err := rr.readRequest(r); err != nil {
-			return err
+			return release, err
 		}
 	}
 	if body != bodyNone {
@@ -88,20 +96,36 @@ func (a *API) decodeRequest(w http.ResponseWriter, r *http.Request, req any, bod
 		if bl, ok := req.(bodyLimiter); ok {
 			limit = bl.bodyLimit(a)
 		}
+		// Reserve what the body may take: its announced length, else the
+		// route's limit; keep only what it did take once read.
+		want := limit
+		if r.ContentLength >= 0 {
+			want = min(r.ContentLength, limit)
+		}
+		held, err := a.inflight.acquire(r.Context(), want)
+		if err != nil {
+			w.Header().Set("Connection", "close") // the unread body is not waited for
+			return release, err
+		}
+		release = func() { a.inflight.release(held) }
 		data, err := readBody(w, r, limit, a.bodyTimeout)
 		if err != nil {
-			return err
+			return release, err
+		}
+		if n := max(int64(len(data)), 1); n < held {
+			a.inflight.release(held - n)
+			held = n
 		}
 		if body == bodyRequired || !isBlank(data) {
 			if err := decodeStrict(data, req, ""); err != nil {
-				return err
+				return release, err
 			}
 		}
 	}
 	if v, ok := req.(validator); ok {
 		if err := v.validate(a); err != nil {
-			return err
+			return release, err
 		}
 	}
-	return nil
+	return release, nil
 }

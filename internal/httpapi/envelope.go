@@ -88,6 +88,9 @@ func (a *API) writeEnvelope(w http.ResponseWriter, r *http.Request, status int, 
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
+	if status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", RetryAfterSeconds)
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
 }
@@ -104,10 +107,5 @@ func WriteError(w http.ResponseWriter, err error) {
 	} else {
 		code = rota.CodeInternal
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(code.HTTPStatus())
-	_ = json.NewEncoder(w).Encode(envelope{Code: code.Number(), Message: msg})
+	writeEnvelopeStatus(w, code.HTTPStatus(), envelope{Code: code.Number(), Message: msg})
 }

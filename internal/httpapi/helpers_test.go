@@ -48,6 +48,10 @@ type setupOptions struct {
 	// are filled in); handlers is Config.Handlers.
 	auth     *AuthConfig
 	handlers map[string]http.Handler
+	// maxInflight and inflightWait are Config.MaxInflightBytes and
+	// Config.InflightWait.
+	maxInflight  int64
+	inflightWait time.Duration
 }
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
@@ -104,7 +108,8 @@ func setup(t testing.TB, opts ...func(*setupOptions)) *testEnv {
 		auth = NewAuthenticator(ac)
 	}
 	a, err := New(Config{Store: s, Dispatcher: d, Logger: logger, MaxPayload: o.maxPayload, BodyReadTimeout: o.bodyTimeout, NodeID: "node-1", Version: "test",
-		ScheduleChanged: o.scheduleChanged, TargetGuard: o.targetGuard, Auth: auth, Handlers: o.handlers})
+		ScheduleChanged: o.scheduleChanged, TargetGuard: o.targetGuard, Auth: auth, Handlers: o.handlers,
+		MaxInflightBytes: o.maxInflight, InflightWait: o.inflightWait})
 	if err != nil {
 		t.Fatalf("httpapi.New: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/rotahq/rota"
@@ -45,8 +46,11 @@ func (a *API) healthz(context.Context, *noRequest) (*rotaapi.Health, error) {
 	return &rotaapi.Health{Status: "ok", NodeID: a.nodeID, Version: a.version}, nil
 }
 
-// readyz answers ok when the store is reachable (readiness), else 503
-// unavailable.
+// readyz answers ok when the store is reachable and takes writes
+// (readiness), else 503 unavailable. Once a write failed for want of the
+// store (a full disk, a lost database) it probes with a write of its own
+// until one succeeds, so that it turns ready again without a restart even
+// when no client writes meanwhile.
 //
 // GET /api/readyz
 func (a *API) readyz(ctx context.Context, _ *noRequest) (*rotaapi.Health, error) {
@@ -56,5 +60,34 @@ func (a *API) readyz(ctx context.Context, _ *noRequest) (*rotaapi.Health, error)
 		a.log.LogAttrs(ctx, slog.LevelWarn, "httpapi: readiness: store ping failed", slog.Any("err", err))
 		return nil, rota.Errorf(rota.CodeUnavailable, "not ready: the store is unreachable")
 	}
+	if a.health.failing() {
+		err := a.store.PingWrite(ctx, a.now())
+		a.health.observe(ctx, err)
+		if err != nil {
+			a.log.LogAttrs(ctx, slog.LevelWarn, "httpapi: readiness: store write failed", slog.Any("err", err))
+			return nil, rota.Errorf(rota.CodeUnavailable, "not ready: the store does not accept writes (disk full or database unavailable)")
+		}
+	}
 	return &rotaapi.Health{Status: "ready", NodeID: a.nodeID, Version: a.version}, nil
 }
+
+// writeHealth remembers whether the last write the API attempted failed
+// for want of the store. It is safe for concurrent use.
+type writeHealth struct {
+	failed atomic.Bool
+}
+
+// observe records the outcome of a write: err unavailable (and not the
+// client going away) marks the store failing; success clears the mark;
+// other errors (bad input, conflicts) say nothing of the store.
+func (h *writeHealth) observe(ctx context.Context, err error) {
+	switch {
+	case err == nil:
+		h.failed.Store(false)
+	case rota.ErrorCode(err) == rota.CodeUnavailable && ctx.Err() == nil:
+		h.failed.Store(true)
+	}
+}
+
+// failing reports whether the last write failed for want of the store.
+func (h *writeHealth) failing() bool { return h.failed.Load() }

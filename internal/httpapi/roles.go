@@ -105,6 +105,7 @@ func routePolicies() map[string]policy {
 		"POST /api/runs/{run_id}/fail":      {perm: permWork},
 		"POST /api/runs/{run_id}/release":   {perm: permWork},
 		"POST /api/runs/reports":            {perm: permWork},
+		"POST /api/workers/{id}/deregister": {perm: permWork}, // a worker's goodbye
 
 		// Operators' changes, audited.
 		"PATCH /api/tasks/{id}":            {perm: permOperate, audit: "task.update"},

@@ -47,6 +47,9 @@ func checkName(field, s string, max int) error {
 	if s == "" {
 		return rota.Invalid(field, "must not be empty")
 	}
+	if !utf8.ValidString(s) {
+		return rota.Invalid(field, "is not valid UTF-8")
+	}
 	if n := utf8.RuneCountInString(s); n > max {
 		return rota.Invalid(field, "must be at most %d characters, got %d", max, n)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/rotahq/rota"
@@ -18,6 +19,7 @@ func (a *API) mountWorkers(mux *http.ServeMux) {
 	mount(a, mux, "POST /api/workers/claim", bodyRequired, a.workerClaim)
 	mount(a, mux, "GET /api/workers", bodyNone, a.workerList)
 	mount(a, mux, "POST /api/workers/{id}/stop", bodyOptional, a.workerStop)
+	mount(a, mux, "POST /api/workers/{id}/deregister", bodyOptional, a.workerDeregister)
 	mount(a, mux, "POST /api/runs/{run_id}/heartbeat", bodyRequired, a.runHeartbeat)
 	mount(a, mux, "POST /api/runs/{run_id}/succeed", bodyRequired, a.runSucceed)
 	mount(a, mux, "POST /api/runs/{run_id}/fail", bodyRequired, a.runFail)
@@ -372,15 +374,63 @@ func (a *API) runReports(ctx context.Context, req *reportsRequest) (*rotaapi.Rep
 	return out, nil
 }
 
-// workerList returns every worker seen, with its liveness.
+// workerListRequest holds the query of GET /api/workers.
+type workerListRequest struct {
+	params store.WorkerListParams
+}
+
+func (l *workerListRequest) readRequest(r *http.Request) error {
+	q, err := singleValues(r)
+	if err != nil {
+		return err
+	}
+	l.params.Limit = defaultListLimit
+	for name, v := range q {
+		switch name {
+		case "kind":
+			if v != "" {
+				if err := checkKind(name, v); err != nil {
+					return err
+				}
+			}
+			l.params.Kind = v
+		case "status":
+			switch s := rota.WorkerStatus(strings.ToLower(v)); s {
+			case "", rota.WorkerActive, rota.WorkerLost, rota.WorkerStopped:
+				l.params.Status = s
+			default:
+				return rota.Invalid(name, "must be one of active, lost, stopped, got %s", shortQuote(v))
+			}
+		case "cursor":
+			if v != "" {
+				if err := checkName(name, v, maxIDLen); err != nil {
+					return rota.Invalid(name, "must be the next_cursor of a previous page, got %s", shortQuote(v))
+				}
+			}
+			l.params.Cursor = v
+		case "limit":
+			if l.params.Limit, err = parseLimit(name, v, l.params.Limit); err != nil {
+				return err
+			}
+		default:
+			return unknownParam(name, "status, kind, limit and cursor")
+		}
+	}
+	return nil
+}
+
+// workerList returns one page of the workers seen, by id, with their
+// liveness, optionally of one status and one kind.
 //
-// GET /api/workers
-func (a *API) workerList(ctx context.Context, _ *noRequest) (*rotaapi.WorkerList, error) {
-	ws, err := a.store.WorkerList(ctx, a.now())
+// GET /api/workers?status=&kind=&limit=&cursor=
+func (a *API) workerList(ctx context.Context, req *workerListRequest) (*rotaapi.WorkerList, error) {
+	p := req.params
+	p.Now = a.now()
+	res, err := a.store.WorkerListPage(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
-	return &rotaapi.WorkerList{Workers: convertAll(ws, toWorker)}, nil
+	return &rotaapi.WorkerList{Workers: convertAll(res.Workers, toWorker), NextCursor: res.NextCursor}, nil
 }
 
 // workerIDRequest names a worker in the path.
@@ -436,4 +486,19 @@ func (a *API) forbiddenRuns(ctx context.Context, runIDs []string) (map[string]er
 		}
 	}
 	return out, nil
+}
+
+// workerDeregister records that a worker stopped gracefully (SDK workers
+// call it as they exit): once it holds no runs it lists as stopped, not
+// lost, until it claims again. Unlike stop, it does not drain the worker
+// id: a new process with the same id gets work.
+//
+// POST /api/workers/{id}/deregister
+func (a *API) workerDeregister(ctx context.Context, req *workerIDRequest) (*rotaapi.Worker, error) {
+	w, err := a.store.WorkerDeregister(ctx, req.id, a.now())
+	if err != nil {
+		return nil, fmt.Errorf("deregister worker: %w", err)
+	}
+	out := toWorker(w)
+	return &out, nil
 }

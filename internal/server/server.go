@@ -85,6 +85,9 @@ type Config struct {
 	// (default 5s): a dead leader is replaced within that time plus one
 	// election tick (a quarter of it).
 	LeaderLease time.Duration
+	// Limits bounds what clients may make the server hold (see
+	// docs/api.md, "Limits").
+	Limits Limits
 	// TargetAllow lists what schedule targets may reach although the
 	// outbound guard refuses it by default (loopback, private, link-local…):
 	// CIDRs, addresses, address:port, host names or host:port (see
@@ -200,6 +203,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := checkSecurity(cfg); err != nil {
 		return nil, err
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -275,8 +279,9 @@ func (s *Server) initDispatcher() error {
 	disp, err := dispatch.New(dispatch.Config{
 		Store: s.store, Clock: s.cfg.Clock, Logger: s.cfg.Logger, IDs: &rota.IDGenerator{},
 		BackoffBase: s.cfg.RetryBackoff, ReapInterval: s.cfg.ReapInterval, AuditRetention: s.cfg.AuditRetention,
-		Leader: s.elector.Leading,
-		Events: func(ev rota.Event) { s.hub.Publish(ev); s.queue.Observe(ev) },
+		WorkerRetention: s.cfg.Limits.WorkerRetention,
+		Leader:          s.elector.Leading,
+		Events:          func(ev rota.Event) { s.hub.Publish(ev); s.queue.Observe(ev) },
 	})
 	if err != nil {
 		return err
@@ -298,9 +303,10 @@ func (s *Server) initHTTP() error {
 	api, err := httpapi.New(httpapi.Config{
 		Store: s.store, Dispatcher: s.disp, Clock: cfg.Clock, Logger: cfg.Logger,
 		MaxPayload: cfg.MaxPayload, Version: cfg.Version, NodeID: cfg.NodeID,
-		ScheduleChanged: s.schedules.changed,
-		TargetGuard:     s.guard,
-		Auth:            auth,
+		MaxInflightBytes: cfg.Limits.MaxInflightBytes,
+		ScheduleChanged:  s.schedules.changed,
+		TargetGuard:      s.guard,
+		Auth:             auth,
 		Handlers: map[string]http.Handler{
 			httpapi.RouteEvents:     s.hub.Handler(),
 			httpapi.RouteThroughput: s.hub.ThroughputHandler(),
@@ -333,9 +339,13 @@ func (s *Server) initHTTP() error {
 	s.http = &http.Server{
 		// Cross-origin protection: unsafe requests from other sites
 		// (Sec-Fetch-Site / Origin) are refused, so a page elsewhere
-		// cannot drive the API through a logged-in browser.
-		Handler:           crossOriginProtection().Handler(mux),
-		ReadHeaderTimeout: 10 * time.Second,
+		// cannot drive the API through a logged-in browser. Headers over
+		// the limit get a 431 envelope from LimitHeaders; net/http's own
+		// (plain-text) refusal only past a hard ceiling.
+		Handler:           httpapi.LimitHeaders(crossOriginProtection().Handler(mux), cfg.Limits.MaxHeaderBytes),
+		MaxHeaderBytes:    httpapi.HardHeaderBytes(cfg.Limits.MaxHeaderBytes),
+		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Limits.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	// Open event streams end at shutdown, so that it is not held up.

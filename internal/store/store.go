@@ -125,6 +125,18 @@ type Store interface {
 	WorkerList(ctx context.Context, now time.Time) ([]rota.Worker, error)
 	// WorkerStop asks a worker to drain; an unknown worker → rota.ErrNotFound.
 	WorkerStop(ctx context.Context, id string, now time.Time) (*rota.Worker, error)
+	// WorkerListPage returns one page of workers by id, after Cursor,
+	// filtered by Status (at Now) and Kind; NextCursor is empty on the
+	// last page.
+	WorkerListPage(ctx context.Context, p WorkerListParams) (WorkerListResult, error)
+	// WorkerDeregister records that a worker stopped gracefully (it was
+	// seen at now): it lists as stopped once it holds no runs, until it
+	// claims again. An unknown worker → rota.ErrNotFound.
+	WorkerDeregister(ctx context.Context, id string, now time.Time) (*rota.Worker, error)
+	// WorkerPrune deletes up to Limit workers not seen since SeenBefore
+	// that hold no running run, and returns how many it deleted. A leader
+	// duty (worker retention).
+	WorkerPrune(ctx context.Context, p WorkerPruneParams) (int, error)
 
 	// Stats counts tasks by kind and status and the age of the oldest task
 	// waiting to be claimed (SCHEDULED with RunAt ≤ Now) per kind.
@@ -168,6 +180,10 @@ type Store interface {
 
 	// Ping checks the store is reachable.
 	Ping(ctx context.Context) error
+	// PingWrite checks the store accepts writes: it commits a small
+	// write that changes nothing a client sees (Now is recorded). A full
+	// disk or a lost database → a rota.ErrUnavailable error.
+	PingWrite(ctx context.Context, now time.Time) error
 	// Close releases the store's resources.
 	Close() error
 }
@@ -360,7 +376,7 @@ type KindStats struct {
 }
 
 // WorkerStatusAt derives a worker's status at now: stopped when it was asked
-// to stop and holds no runs; lost when not seen within WorkerLiveness plus
+// to stop (or deregistered: pass stopRequested true) and holds no runs; lost when not seen within WorkerLiveness plus
 // the long-poll wait of its last claim; active otherwise. Backends share it
 // so that they agree.
 func WorkerStatusAt(lastSeen time.Time, lastWait time.Duration, stopRequested bool, running int, now time.Time) rota.WorkerStatus {

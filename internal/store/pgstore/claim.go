@@ -26,9 +26,11 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 		t.queue(`INSERT INTO workers (id, address, kinds, first_seen, last_seen, last_wait_ms)
 			VALUES ($1, $2, $3, $4, $4, $5)
 			ON CONFLICT (id) DO UPDATE SET address = excluded.address,
-				kinds = CASE WHEN workers.kinds = excluded.kinds THEN workers.kinds ELSE
+				kinds = CASE WHEN workers.kinds = excluded.kinds THEN workers.kinds
+					WHEN (SELECT count(DISTINCT k) FROM unnest(workers.kinds || excluded.kinds) AS k) > `+strconv.Itoa(store.MaxWorkerKinds)+`
+					THEN excluded.kinds ELSE
 					ARRAY(SELECT DISTINCT k COLLATE "C" FROM unnest(workers.kinds || excluded.kinds) AS k ORDER BY 1) END,
-				last_seen = excluded.last_seen, last_wait_ms = excluded.last_wait_ms
+				last_seen = excluded.last_seen, last_wait_ms = excluded.last_wait_ms, deregistered = false
 			RETURNING stop_requested`, p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds()).
 			QueryRow(func(row pgx.Row) error { return row.Scan(&stop) })
 		multi := len(p.Kinds) > 1

@@ -89,19 +89,20 @@ func (s *Store) KindUpsert(ctx context.Context, p store.KindUpsertParams) (*rota
 	return out, nil
 }
 
-const workerCols = `id, address, kinds, first_seen, last_seen, last_wait_ms, stop_requested,
+const workerCols = `w.id, w.address, w.kinds, w.first_seen, w.last_seen, w.last_wait_ms, w.stop_requested, w.deregistered,
 	(SELECT count(*) FROM runs r WHERE r.worker_id = w.id AND r.status = 'RUNNING')`
 
 func scanWorker(row pgx.Row, now time.Time) (*rota.Worker, error) {
 	var (
 		w                   rota.Worker
 		first, last, waitMS int64
+		dereg               bool
 	)
-	if err := row.Scan(&w.ID, &w.Address, &w.Kinds, &first, &last, &waitMS, &w.StopRequested, &w.Running); err != nil {
+	if err := row.Scan(&w.ID, &w.Address, &w.Kinds, &first, &last, &waitMS, &w.StopRequested, &dereg, &w.Running); err != nil {
 		return nil, err
 	}
 	w.FirstSeen, w.LastSeen = tm(first), tm(last)
-	w.Status = store.WorkerStatusAt(w.LastSeen, time.Duration(waitMS)*time.Millisecond, w.StopRequested, w.Running, now)
+	w.Status = store.WorkerStatusAt(w.LastSeen, time.Duration(waitMS)*time.Millisecond, w.StopRequested || dereg, w.Running, now)
 	return &w, nil
 }
 
@@ -144,6 +145,65 @@ func (s *Store) WorkerStop(ctx context.Context, id string, now time.Time) (*rota
 		return nil, err
 	}
 	return out, nil
+}
+
+// WorkerListPage implements store.Store.
+func (s *Store) WorkerListPage(ctx context.Context, p store.WorkerListParams) (store.WorkerListResult, error) {
+	q, args, limit := store.WorkerListQuery(p, workerCols, func(n int) string { return fmt.Sprintf("$%d", n) },
+		func(ph string) string { return ph + "::text = ANY(w.kinds)" }, "true")
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return store.WorkerListResult{}, s.translate("list workers", err)
+	}
+	ws, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (rota.Worker, error) {
+		w, err := scanWorker(row, p.Now)
+		if err != nil {
+			return rota.Worker{}, err
+		}
+		return *w, nil
+	})
+	if err != nil {
+		return store.WorkerListResult{}, s.translate("list workers", err)
+	}
+	return store.WorkerListPage(ws, limit), nil
+}
+
+// WorkerDeregister implements store.Store.
+func (s *Store) WorkerDeregister(ctx context.Context, id string, now time.Time) (*rota.Worker, error) {
+	var out *rota.Worker
+	err := s.tx(ctx, "deregister worker", func(t *txn) error {
+		t.queue(`UPDATE workers w SET deregistered = true, last_seen = greatest(last_seen, $2), last_wait_ms = 0
+			WHERE id = $1 RETURNING `+workerCols, id, ms(now)).
+			QueryRow(func(row pgx.Row) error {
+				w, err := scanWorker(row, now)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return notFound("worker", id)
+				}
+				out = w
+				return err
+			})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// WorkerPrune implements store.Store.
+func (s *Store) WorkerPrune(ctx context.Context, p store.WorkerPruneParams) (int, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM workers WHERE id IN (SELECT id FROM workers w
+		WHERE w.last_seen < $1 AND w.last_seen + w.last_wait_ms < $1
+		AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.worker_id = w.id AND r.status = 'RUNNING')
+		ORDER BY w.last_seen LIMIT $2)`, ms(p.SeenBefore), limit)
+	if err != nil {
+		return 0, s.translate("prune workers", err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // Stats implements store.Store: one statement, so the counts are one

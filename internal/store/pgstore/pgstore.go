@@ -323,6 +323,21 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// PingWrite implements store.Store: a transaction that takes a
+// transaction id commits a WAL record and waits for its flush, as every
+// write does, without touching a table.
+func (s *Store) PingWrite(ctx context.Context, _ time.Time) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return s.translate("write probe", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
+		return s.translate("write probe", err)
+	}
+	return s.translate("write probe", tx.Commit(ctx))
+}
+
 // Close lets the reports in progress commit, sends the notifications
 // still waiting, closes the pool and ends the store's subscriptions. It is
 // idempotent.
@@ -550,8 +565,11 @@ func (s *Store) translate(op string, err error) error {
 			return fmt.Errorf("pgstore: %s: %w: %w", op, rota.Errorf(rota.CodeConflict, "%s already exists", what), err)
 		case strings.HasPrefix(pe.Code, "22"): // data exception: a value the column cannot hold
 			return fmt.Errorf("pgstore: %s: %w: %w", op, rota.Errorf(rota.CodeInvalid, "a value was refused by the database: %s", pe.Message), err)
-		case strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "57P"), pe.Code == "53300",
-			pe.Code == "40P01", pe.Code == "40001":
+		case strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "57P"), strings.HasPrefix(pe.Code, "53"),
+			pe.Code == "58030", pe.Code == "25006", pe.Code == "40P01", pe.Code == "40001":
+			// Connection trouble, shutdown, insufficient resources (a
+			// full disk: 53100), an I/O error, a read-only standby,
+			// deadlock or serialization failure: try again later.
 			return fmt.Errorf("pgstore: %s: %w: %w", op, rota.Errorf(rota.CodeUnavailable, "the database is unavailable or busy"), err)
 		}
 		return fmt.Errorf("pgstore: %s: %w", op, err)
@@ -559,7 +577,7 @@ func (s *Store) translate(op string, err error) error {
 	var ce *pgconn.ConnectError
 	var ne net.Error
 	if errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, net.ErrClosed) || s.isClosed() {
+		errors.Is(err, net.ErrClosed) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) || s.isClosed() {
 		return fmt.Errorf("pgstore: %s: %w: %w", op, rota.Errorf(rota.CodeUnavailable, "the database is unreachable"), err)
 	}
 	return fmt.Errorf("pgstore: %s: %w", op, err)

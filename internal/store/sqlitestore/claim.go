@@ -53,9 +53,10 @@ func workerSeen(ctx context.Context, tx *wtx, p store.TaskClaimParams, now int64
 		VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET address = excluded.address,
 			kinds = CASE WHEN workers.kinds = excluded.kinds THEN workers.kinds ELSE
-				(SELECT json_group_array(value) FROM (SELECT value FROM json_each(workers.kinds)
-					UNION SELECT value FROM json_each(excluded.kinds) ORDER BY 1)) END,
-			last_seen = excluded.last_seen, last_wait_ms = excluded.last_wait_ms
+				coalesce((SELECT CASE WHEN count(*) > `+strconv.Itoa(store.MaxWorkerKinds)+` THEN NULL ELSE json_group_array(value) END
+					FROM (SELECT value FROM json_each(workers.kinds)
+					UNION SELECT value FROM json_each(excluded.kinds) ORDER BY 1)), excluded.kinds) END,
+			last_seen = excluded.last_seen, last_wait_ms = excluded.last_wait_ms, deregistered = 0
 		RETURNING stop_requested`, p.WorkerID, p.WorkerAddress, string(kinds), now, now, p.Wait.Milliseconds()).Scan(&stop)
 	if err != nil {
 		return false, fmt.Errorf("sqlitestore: record worker %s: %w", p.WorkerID, err)

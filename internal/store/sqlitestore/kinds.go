@@ -95,12 +95,13 @@ func (s *Store) KindUpsert(ctx context.Context, p store.KindUpsertParams) (*rota
 	return out, err
 }
 
-const workerCols = `id, address, kinds, first_seen, last_seen, last_wait_ms, stop_requested,
-	(SELECT COUNT(*) FROM runs r WHERE r.worker_id = workers.id AND r.status = 'RUNNING')`
+// workerCols are the columns scanWorker reads, from workers aliased w.
+const workerCols = `w.id, w.address, w.kinds, w.first_seen, w.last_seen, w.last_wait_ms, w.stop_requested, w.deregistered,
+	(SELECT COUNT(*) FROM runs r WHERE r.worker_id = w.id AND r.status = 'RUNNING')`
 
 // WorkerList implements store.Store.
 func (s *Store) WorkerList(ctx context.Context, now time.Time) ([]rota.Worker, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+workerCols+` FROM workers ORDER BY id`)
+	rows, err := s.r.QueryContext(ctx, `SELECT `+workerCols+` FROM workers w ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: list workers: %w", err)
 	}
@@ -121,9 +122,9 @@ func scanWorker(sc scanner, now time.Time) (*rota.Worker, error) {
 		w                   rota.Worker
 		kinds               string
 		first, last, waitMS int64
-		stop                int
+		stop, dereg         int
 	)
-	if err := sc.Scan(&w.ID, &w.Address, &kinds, &first, &last, &waitMS, &stop, &w.Running); err != nil {
+	if err := sc.Scan(&w.ID, &w.Address, &kinds, &first, &last, &waitMS, &stop, &dereg, &w.Running); err != nil {
 		return nil, fmt.Errorf("sqlitestore: scan worker: %w", err)
 	}
 	if err := json.Unmarshal([]byte(kinds), &w.Kinds); err != nil {
@@ -131,7 +132,7 @@ func scanWorker(sc scanner, now time.Time) (*rota.Worker, error) {
 	}
 	w.FirstSeen, w.LastSeen = tm(first), tm(last)
 	w.StopRequested = stop == 1
-	w.Status = store.WorkerStatusAt(w.LastSeen, time.Duration(waitMS)*time.Millisecond, w.StopRequested, w.Running, now)
+	w.Status = store.WorkerStatusAt(w.LastSeen, time.Duration(waitMS)*time.Millisecond, w.StopRequested || dereg == 1, w.Running, now)
 	return &w, nil
 }
 
@@ -146,7 +147,7 @@ func (s *Store) WorkerStop(ctx context.Context, id string, now time.Time) (*rota
 		if n, _ := res.RowsAffected(); n == 0 {
 			return notFound("worker", id)
 		}
-		w, err := scanWorker(tx.QueryRowContext(ctx, `SELECT `+workerCols+` FROM workers WHERE id = ?`, id), now)
+		w, err := scanWorker(tx.QueryRowContext(ctx, `SELECT `+workerCols+` FROM workers w WHERE id = ?`, id), now)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("worker", id)
 		}
@@ -154,6 +155,72 @@ func (s *Store) WorkerStop(ctx context.Context, id string, now time.Time) (*rota
 		return err
 	})
 	return out, err
+}
+
+// WorkerListPage implements store.Store.
+func (s *Store) WorkerListPage(ctx context.Context, p store.WorkerListParams) (store.WorkerListResult, error) {
+	q, args, limit := store.WorkerListQuery(p, workerCols, func(int) string { return "?" },
+		func(ph string) string { return "EXISTS (SELECT 1 FROM json_each(w.kinds) WHERE value = " + ph + ")" }, "1")
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return store.WorkerListResult{}, unavailable(fmt.Errorf("sqlitestore: list workers: %w", err))
+	}
+	defer rows.Close()
+	var out []rota.Worker
+	for rows.Next() {
+		w, err := scanWorker(rows, p.Now)
+		if err != nil {
+			return store.WorkerListResult{}, err
+		}
+		out = append(out, *w)
+	}
+	if err := rows.Err(); err != nil {
+		return store.WorkerListResult{}, unavailable(fmt.Errorf("sqlitestore: list workers: %w", err))
+	}
+	return store.WorkerListPage(out, limit), nil
+}
+
+// WorkerDeregister implements store.Store.
+func (s *Store) WorkerDeregister(ctx context.Context, id string, now time.Time) (*rota.Worker, error) {
+	var out *rota.Worker
+	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE workers SET deregistered = 1, last_seen = max(last_seen, ?), last_wait_ms = 0
+			WHERE id = ?`, ms(now), id)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: deregister worker %s: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return notFound("worker", id)
+		}
+		w, err := scanWorker(tx.QueryRowContext(ctx, `SELECT `+workerCols+` FROM workers w WHERE id = ?`, id), now)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("worker", id)
+		}
+		out = w
+		return err
+	})
+	return out, err
+}
+
+// WorkerPrune implements store.Store.
+func (s *Store) WorkerPrune(ctx context.Context, p store.WorkerPruneParams) (int, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var n int64
+	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM workers WHERE id IN (SELECT id FROM workers w
+			WHERE w.last_seen < ? AND w.last_seen + w.last_wait_ms < ?
+			AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.worker_id = w.id AND r.status = 'RUNNING')
+			ORDER BY w.last_seen LIMIT ?)`, ms(p.SeenBefore), ms(p.SeenBefore), limit)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: prune workers: %w", err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
 }
 
 // Stats implements store.Store.

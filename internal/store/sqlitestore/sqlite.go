@@ -218,7 +218,7 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx *wtx)
 	}
 	// Once queued the operation will run; wait for its outcome even if ctx
 	// ends, so that the caller never reports failure for a committed write.
-	return <-o.errc
+	return unavailable(<-o.errc)
 }
 
 func (s *Store) writer(ctx context.Context) {
@@ -264,6 +264,7 @@ func (s *Store) commit(ctx context.Context, batch []*op) {
 	}
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
+		s.abandon(ctx)
 		fail(fmt.Errorf("sqlitestore: begin: %w", err))
 		return
 	}
@@ -305,6 +306,9 @@ func (s *Store) commit(ctx context.Context, batch []*op) {
 		}
 	}
 	if err := tx.Commit(); err != nil {
+		// A failed COMMIT (a full disk) may leave the transaction open on
+		// the connection: end it, or no later write could begin.
+		s.abandon(ctx)
 		fail(fmt.Errorf("sqlitestore: commit: %w", err))
 		return
 	}
@@ -313,11 +317,18 @@ func (s *Store) commit(ctx context.Context, batch []*op) {
 	}
 }
 
+// abandon rolls back whatever transaction a failed commit or begin left
+// open on the write connection; "no transaction is active" is the usual,
+// harmless answer.
+func (s *Store) abandon(ctx context.Context) {
+	_, _ = s.wdb.ExecContext(ctx, "ROLLBACK")
+}
+
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	var one int
 	if err := s.r.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
-		return fmt.Errorf("sqlitestore: ping: %w", err)
+		return unavailable(fmt.Errorf("sqlitestore: ping: %w", err))
 	}
 	return nil
 }

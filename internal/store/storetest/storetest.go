@@ -68,6 +68,7 @@ func Run(t *testing.T, newStore func(tb testing.TB) store.Store) {
 		{"Update", testUpdate},
 		{"Kind", testKind},
 		{"Worker", testWorker},
+		{"WorkerPage", testWorkerPage},
 		{"Stats", testStats},
 		{"Concurrency", testConcurrency},
 		{"Cluster", testCluster},

@@ -14,7 +14,7 @@ export default async function render(root, _params, {live, signal}) {
     const opt = {signal};
     const [stats, workers, cluster, rates] = await Promise.all([
       api('GET', '/api/stats', undefined, opt),
-      api('GET', '/api/workers', undefined, opt),
+      api('GET', '/api/workers?limit=1000', undefined, opt),
       api('GET', '/api/cluster', undefined, opt).catch(() => ({nodes: []})),
       api('GET', '/api/stats/throughput', undefined, opt).catch(() => null),
     ]);

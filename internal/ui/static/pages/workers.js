@@ -21,7 +21,7 @@ export default async function render(root, _params, {live, signal}) {
   }
 
   async function load() {
-    const data = await api('GET', '/api/workers', undefined, {signal});
+    const data = await api('GET', '/api/workers?limit=1000', undefined, {signal});
     if (signal.aborted) return;
     const ws = data.workers || [];
     replace(list, ws.length === 0 ? h('p', {class: 'empty'}, 'No worker has connected yet.') :
