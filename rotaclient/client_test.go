@@ -89,7 +89,7 @@ func TestEnvelopeErrors(t *testing.T) {
 			&rota.Error{Code: rota.CodeConflict, Message: "finished"}, []error{rota.ErrConflict}},
 		{"lease lost", 409, `{"code":40901,"message":"lease lost","data":null}`,
 			&rota.Error{Code: rota.CodeLeaseLost, Message: "lease lost"}, []error{rota.ErrLeaseLost}},
-		{"unknown code", 429, `{"code":42900,"message":"slow down","data":null}`,
+		{"unknown code", 418, `{"code":41800,"message":"slow down","data":null}`,
 			&rota.Error{Code: rota.CodeInternal, Message: "slow down"}, nil},
 		{"proxy page", 502, `<html>bad gateway</html>`,
 			&rota.Error{Code: rota.CodeUnavailable, Message: "unexpected response: HTTP 502: <html>bad gateway</html>"}, []error{rota.ErrUnavailable}},
