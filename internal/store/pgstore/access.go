@@ -2,11 +2,8 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,41 +16,14 @@ var _ store.AccessStore = (*Store)(nil)
 
 const tokenCols = `id, name, role, kinds::text, hash, created_at, revoked_at`
 
-func scanToken(row pgx.Row) (*rota.Token, error) {
-	var (
-		t                rota.Token
-		role, kinds      string
-		created, revoked int64
-	)
-	if err := row.Scan(&t.ID, &t.Name, &role, &kinds, &t.Hash, &created, &revoked); err != nil {
-		return nil, err
-	}
-	t.Role = rota.Role(role)
-	if err := json.Unmarshal([]byte(kinds), &t.Kinds); err != nil {
-		return nil, fmt.Errorf("token %s: bad kinds %q: %w", t.ID, kinds, err)
-	}
-	if len(t.Kinds) == 0 {
-		t.Kinds = nil
-	}
-	t.CreatedAt, t.RevokedAt = tm(created), tm(revoked)
-	return &t, nil
-}
-
-// kindsJSON is a token's kinds as stored: a JSON array, [] for any kind.
-func kindsJSON(kinds []string) string {
-	if len(kinds) == 0 {
-		return "[]"
-	}
-	b, _ := json.Marshal(kinds) // strings always marshal
-	return string(b)
-}
+func scanToken(row pgx.Row) (*rota.Token, error) { return store.ScanToken(row) }
 
 // TokenInsert implements store.AccessStore. The unique keys (id, hash, the
 // name of a live token) make a duplicate a rota.ErrConflict.
 func (s *Store) TokenInsert(ctx context.Context, t rota.Token) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO tokens (id, name, role, kinds, hash, created_at, revoked_at)
 		VALUES ($1, $2, $3, $4::json, $5, $6, 0)`,
-		t.ID, t.Name, string(t.Role), kindsJSON(t.Kinds), t.Hash, ms(t.CreatedAt))
+		t.ID, t.Name, string(t.Role), store.TokenKindsJSON(t.Kinds), t.Hash, ms(t.CreatedAt))
 	if err != nil {
 		return s.translate("insert token "+t.Name, err)
 	}
@@ -120,68 +90,18 @@ func (s *Store) AuditAppend(ctx context.Context, r rota.AuditRecord) error {
 
 // AuditList implements store.AccessStore.
 func (s *Store) AuditList(ctx context.Context, p store.AuditListParams) (store.AuditListResult, error) {
-	var (
-		where []string
-		args  []any
-	)
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
-	}
-	if p.Actor != "" {
-		add("actor = ?", p.Actor)
-	}
-	if p.Action != "" {
-		add("action = ?", p.Action)
-	}
-	if p.Target != "" {
-		add("target = ?", p.Target)
-	}
-	if !p.Since.IsZero() {
-		add("at >= ?", ms(p.Since))
-	}
-	if p.Cursor != "" {
-		add("id < ?", p.Cursor)
-	}
-	q := `SELECT id, at, actor, role, action, target, request_id, remote_addr, before_json::text, after_json::text FROM audit_log`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	limit := max(p.Limit, 1)
-	args = append(args, limit+1)
-	q += " ORDER BY id DESC LIMIT $" + strconv.Itoa(len(args))
+	q, args, limit := store.AuditListQuery(p,
+		`id, at, actor, role, action, target, request_id, remote_addr, before_json::text, after_json::text`,
+		func(n int) string { return "$" + strconv.Itoa(n) })
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return store.AuditListResult{}, s.translate("list audit log", err)
 	}
-	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (rota.AuditRecord, error) {
-		var (
-			r             rota.AuditRecord
-			role          string
-			at            int64
-			before, after *string
-		)
-		if err := row.Scan(&r.ID, &at, &r.Actor, &role, &r.Action, &r.Target, &r.RequestID, &r.RemoteAddr, &before, &after); err != nil {
-			return r, err
-		}
-		r.Role, r.At = rota.Role(role), tm(at)
-		if before != nil {
-			r.Before = json.RawMessage(*before)
-		}
-		if after != nil {
-			r.After = json.RawMessage(*after)
-		}
-		return r, nil
-	})
+	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (rota.AuditRecord, error) { return store.ScanAudit(row) })
 	if err != nil {
 		return store.AuditListResult{}, s.translate("list audit log", err)
 	}
-	out := store.AuditListResult{Records: recs}
-	if len(recs) > limit {
-		out.Records = recs[:limit]
-		out.NextCursor = recs[limit-1].ID
-	}
-	return out, nil
+	return store.AuditListPage(recs, limit), nil
 }
 
 // AuditCleanup implements store.AccessStore.

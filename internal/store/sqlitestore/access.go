@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/rotahq/rota"
@@ -17,33 +16,7 @@ var _ store.AccessStore = (*Store)(nil)
 
 const tokenCols = `id, name, role, kinds, hash, created_at, revoked_at`
 
-func scanToken(sc scanner) (*rota.Token, error) {
-	var (
-		t                rota.Token
-		kinds            string
-		created, revoked int64
-	)
-	if err := sc.Scan(&t.ID, &t.Name, &t.Role, &kinds, &t.Hash, &created, &revoked); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal([]byte(kinds), &t.Kinds); err != nil {
-		return nil, fmt.Errorf("token %s: bad kinds %q: %w", t.ID, kinds, err)
-	}
-	if len(t.Kinds) == 0 {
-		t.Kinds = nil
-	}
-	t.CreatedAt, t.RevokedAt = tm(created), tm(revoked)
-	return &t, nil
-}
-
-// kindsJSON is a token's kinds as stored: a JSON array, [] for any kind.
-func kindsJSON(kinds []string) string {
-	if len(kinds) == 0 {
-		return "[]"
-	}
-	b, _ := json.Marshal(kinds) // strings always marshal
-	return string(b)
-}
+func scanToken(sc scanner) (*rota.Token, error) { return store.ScanToken(sc) }
 
 // TokenInsert implements store.AccessStore.
 func (s *Store) TokenInsert(ctx context.Context, t rota.Token) error {
@@ -58,7 +31,7 @@ func (s *Store) TokenInsert(ctx context.Context, t rota.Token) error {
 			return conflict("a token named %q (or with this id) already exists", t.Name)
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?, 0)`,
-			t.ID, t.Name, string(t.Role), kindsJSON(t.Kinds), t.Hash, ms(t.CreatedAt))
+			t.ID, t.Name, string(t.Role), store.TokenKindsJSON(t.Kinds), t.Hash, ms(t.CreatedAt))
 		if err != nil {
 			return fmt.Errorf("sqlitestore: insert token: %w", err)
 		}
@@ -139,65 +112,26 @@ func (s *Store) AuditAppend(ctx context.Context, r rota.AuditRecord) error {
 
 // AuditList implements store.AccessStore.
 func (s *Store) AuditList(ctx context.Context, p store.AuditListParams) (store.AuditListResult, error) {
-	var (
-		where []string
-		args  []any
-	)
-	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
-	if p.Actor != "" {
-		add("actor = ?", p.Actor)
-	}
-	if p.Action != "" {
-		add("action = ?", p.Action)
-	}
-	if p.Target != "" {
-		add("target = ?", p.Target)
-	}
-	if !p.Since.IsZero() {
-		add("at >= ?", ms(p.Since))
-	}
-	if p.Cursor != "" {
-		add("id < ?", p.Cursor)
-	}
-	q := `SELECT id, at, actor, role, action, target, request_id, remote_addr, before_json, after_json FROM audit_log`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	limit := max(p.Limit, 1)
-	q += " ORDER BY id DESC LIMIT ?"
-	args = append(args, limit+1)
+	q, args, limit := store.AuditListQuery(p,
+		`id, at, actor, role, action, target, request_id, remote_addr, before_json, after_json`,
+		func(int) string { return "?" })
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return store.AuditListResult{}, fmt.Errorf("sqlitestore: list audit log: %w", err)
 	}
 	defer rows.Close()
-	var out store.AuditListResult
+	var recs []rota.AuditRecord
 	for rows.Next() {
-		var (
-			r             rota.AuditRecord
-			at            int64
-			before, after sql.NullString
-		)
-		if err := rows.Scan(&r.ID, &at, &r.Actor, &r.Role, &r.Action, &r.Target, &r.RequestID, &r.RemoteAddr, &before, &after); err != nil {
+		r, err := store.ScanAudit(rows)
+		if err != nil {
 			return store.AuditListResult{}, fmt.Errorf("sqlitestore: scan audit record: %w", err)
 		}
-		r.At = tm(at)
-		if before.Valid {
-			r.Before = json.RawMessage(before.String)
-		}
-		if after.Valid {
-			r.After = json.RawMessage(after.String)
-		}
-		out.Records = append(out.Records, r)
+		recs = append(recs, r)
 	}
 	if err := rows.Err(); err != nil {
 		return store.AuditListResult{}, fmt.Errorf("sqlitestore: list audit log: %w", err)
 	}
-	if len(out.Records) > limit {
-		out.Records = out.Records[:limit]
-		out.NextCursor = out.Records[limit-1].ID
-	}
-	return out, nil
+	return store.AuditListPage(recs, limit), nil
 }
 
 // AuditCleanup implements store.AccessStore.
