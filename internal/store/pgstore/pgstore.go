@@ -117,6 +117,7 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/storecost"
 )
 
 //go:embed migrations/*.sql
@@ -145,6 +146,9 @@ type Config struct {
 	// Logger receives what the store cannot return: the reconnections of
 	// Subscribe. Nil discards.
 	Logger *slog.Logger
+	// Cost, when set, counts the statements, round trips and commits of
+	// the store's connections (package storecost); nil counts nothing.
+	Cost *storecost.Counter
 }
 
 // Store is the PostgreSQL implementation of store.Store. It is safe for
@@ -201,6 +205,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxConns > 0 {
 		pcfg.MaxConns = int32(cfg.MaxConns)
 	}
+	if cfg.Cost != nil {
+		pcfg.ConnConfig.Tracer = costTracer{cfg.Cost}
+	}
 	rt := pcfg.ConnConfig.RuntimeParams
 	rt["search_path"] = pgx.Identifier{cfg.Schema}.Sanitize()
 	if rt["application_name"] == "" {
@@ -219,7 +226,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open pool: %w", err)
 	}
-	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	// The store's own loops are background work, counted apart (storecost).
+	life, endLife := context.WithCancel(storecost.Async(context.WithoutCancel(ctx)))
 	s := &Store{
 		life:     life,
 		endLife:  endLife,
