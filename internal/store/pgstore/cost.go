@@ -74,3 +74,43 @@ func commits(sql string) int64 {
 	}
 	return 0
 }
+
+// RowWrites returns the row writes PostgreSQL has counted for each table
+// of the store's schema (pg_stat_user_tables: n_tup_ins, n_tup_upd,
+// n_tup_hot_upd, n_tup_del), after asking the store's idle connections to
+// flush their statistics (pg_stat_force_next_flush, PostgreSQL 15 and
+// later; on older servers a backend flushes at most once a second when it
+// goes idle, so recent writes may be missing). Writes of connections busy
+// at the time may be missing: call it when the store is quiet.
+func (s *Store) RowWrites(ctx context.Context) (map[string]storecost.Rows, error) {
+	flushable := true
+	for _, c := range s.pool.AcquireAllIdle(ctx) {
+		if flushable {
+			// The backend flushes as it goes idle after the statement,
+			// before it answers ReadyForQuery.
+			if _, err := c.Conn().Exec(storecost.Async(ctx), `SELECT pg_stat_force_next_flush()`); err != nil {
+				flushable = false // PostgreSQL before 15
+			}
+		}
+		c.Release()
+	}
+	rows, err := s.pool.Query(storecost.Async(ctx), `SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del
+		FROM pg_stat_user_tables WHERE schemaname = $1`, s.cfg.Schema)
+	if err != nil {
+		return nil, s.translate("read table statistics", err)
+	}
+	out := map[string]storecost.Rows{}
+	for rows.Next() {
+		var name string
+		var r storecost.Rows
+		if err := rows.Scan(&name, &r.Inserted, &r.Updated, &r.HotUpdated, &r.Deleted); err != nil {
+			rows.Close()
+			return nil, s.translate("read table statistics", err)
+		}
+		out[name] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.translate("read table statistics", err)
+	}
+	return out, nil
+}

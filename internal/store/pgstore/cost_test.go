@@ -2,6 +2,8 @@ package pgstore_test
 
 import (
 	"context"
+	"github.com/google/go-cmp/cmp"
+	"github.com/rotahq/rota/internal/store"
 	"testing"
 	"time"
 
@@ -61,4 +63,107 @@ func TestCostPerTask(t *testing.T) {
 		// schedules (state, version); COMMIT.
 		storetest.CostFire: {Statements: 7, RoundTrips: 2, Commits: 1},
 	})
+}
+
+// TestRowVersionsPerTask counts the row versions a task writes on
+// PostgreSQL (pg_stat_user_tables), alone and in groups, and the
+// statements of a group of reports settled together: issue 13's "before".
+func TestRowVersionsPerTask(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	var c storecost.Counter
+	st := openCounted(t, &c)
+	f := storetest.NewFixture(t, st)
+	ctx := t.Context()
+	writes := func() map[string]storecost.Rows {
+		t.Helper()
+		w, err := st.RowWrites(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	// Warm up: the kind's and the worker's rows exist.
+	now := f.At(time.Second)
+	f.InsertNew("k", now)
+	f.Succeed("w1", f.ClaimOne("w1", now, "k").RunID, now)
+
+	// One by one: insert, claim and complete each task alone.
+	before := writes()
+	for range n {
+		f.InsertNew("k", now)
+		f.Succeed("w1", f.ClaimOne("w1", now, "k").RunID, now)
+	}
+	single := storecost.SubTables(writes(), before)
+	t.Logf("one by one, %d tasks: %+v", n, single)
+
+	// In groups: one batch insert, one claim of n, one group of n reports.
+	ps := make([]store.TaskInsertParams, n)
+	for i := range ps {
+		ps[i] = f.Params("k", now)
+	}
+	before = writes()
+	if _, err := st.TaskInsertMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	runs := f.Claim("w1", now, n, "k").Runs
+	if len(runs) != n {
+		t.Fatalf("claimed %d, want %d", len(runs), n)
+	}
+	reports := make([]store.RunCompleteParams, n)
+	for i, r := range runs {
+		reports[i] = store.RunCompleteParams{RunID: r.RunID, WorkerID: "w1", Success: true, Now: now}
+	}
+	cost := c.Snapshot()
+	_, errs, err := pgstore.CompleteGroup(st, ctx, reports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("report %d: %v", i, err)
+		}
+	}
+	groupCost := c.Snapshot().Sub(cost).Caller
+	grouped := storecost.SubTables(writes(), before)
+	t.Logf("in groups of %d: %+v; the group of reports: %v", n, grouped, groupCost)
+
+	want := map[string]storecost.Rows{
+		// Insert; claim (RUNNING); completion (SUCCEEDED).
+		"tasks": {Inserted: n, Updated: 2 * n},
+		// Insert at claim; completion.
+		"runs": {Inserted: n, Updated: n},
+		// The claim's upsert of the worker's row (last_seen).
+		"workers": {Updated: n},
+		// The claim's advance of the kind's weighted round (round_pos).
+		"kinds": {Updated: n},
+	}
+	if d := cmp.Diff(want, withoutHot(single)); d != "" {
+		t.Errorf("row writes of %d tasks one by one (-want +got):\n%s", n, d)
+	}
+	want["workers"] = storecost.Rows{Updated: 1} // one claim for the group
+	want["kinds"] = storecost.Rows{Updated: 1}
+	if d := cmp.Diff(want, withoutHot(grouped)); d != "" {
+		t.Errorf("row writes of %d tasks in groups (-want +got):\n%s", n, d)
+	}
+	// A group of reports, whatever its size. Batch 1: BEGIN; lock the
+	// tasks (SELECT FOR NO KEY UPDATE); SELECT their runs. Batch 2: UPDATE
+	// of every ended run; UPDATE of every settled task; SELECT of the tasks
+	// with their runs (the answers); COMMIT.
+	wantGroup := storecost.Counts{Statements: 7, RoundTrips: 2, Commits: 1}
+	groupCost.Prepares = 0
+	if groupCost != wantGroup {
+		t.Errorf("a group of %d reports: %v, want %v", n, groupCost, wantGroup)
+	}
+}
+
+// withoutHot clears the HOT counts (reported, not pinned: whether an
+// update is HOT depends on the room left in its page).
+func withoutHot(m map[string]storecost.Rows) map[string]storecost.Rows {
+	out := make(map[string]storecost.Rows, len(m))
+	for k, r := range m {
+		r.HotUpdated = 0
+		out[k] = r
+	}
+	return out
 }

@@ -148,3 +148,53 @@ func IsAsync(ctx context.Context) bool {
 	v, _ := ctx.Value(asyncKey{}).(bool)
 	return v
 }
+
+// Rows is what a store wrote to a table, as PostgreSQL counts it
+// (pg_stat_user_tables): every insert, update and delete writes a row
+// version; a HOT update is an update that touched no index.
+type Rows struct {
+	Inserted, Updated, HotUpdated, Deleted int64
+}
+
+// Versions is the row versions written: inserted + updated + deleted.
+func (r Rows) Versions() int64 { return r.Inserted + r.Updated + r.Deleted }
+
+// Sub returns r - o.
+func (r Rows) Sub(o Rows) Rows {
+	return Rows{
+		Inserted:   r.Inserted - o.Inserted,
+		Updated:    r.Updated - o.Updated,
+		HotUpdated: r.HotUpdated - o.HotUpdated,
+		Deleted:    r.Deleted - o.Deleted,
+	}
+}
+
+// Add returns r + o.
+func (r Rows) Add(o Rows) Rows {
+	return Rows{
+		Inserted:   r.Inserted + o.Inserted,
+		Updated:    r.Updated + o.Updated,
+		HotUpdated: r.HotUpdated + o.HotUpdated,
+		Deleted:    r.Deleted + o.Deleted,
+	}
+}
+
+// SubTables returns the per-table difference a - b (tables of a).
+func SubTables(a, b map[string]Rows) map[string]Rows {
+	out := make(map[string]Rows, len(a))
+	for t, r := range a {
+		if d := r.Sub(b[t]); d != (Rows{}) {
+			out[t] = d
+		}
+	}
+	return out
+}
+
+// SumTables adds up the tables' rows.
+func SumTables(m map[string]Rows) Rows {
+	var sum Rows
+	for _, r := range m {
+		sum = sum.Add(r)
+	}
+	return sum
+}
