@@ -2,9 +2,12 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rotahq/rota/internal/store/storecost"
 )
@@ -77,22 +80,12 @@ func commits(sql string) int64 {
 
 // RowWrites returns the row writes PostgreSQL has counted for each table
 // of the store's schema (pg_stat_user_tables: n_tup_ins, n_tup_upd,
-// n_tup_hot_upd, n_tup_del), after asking the store's idle connections to
-// flush their statistics (pg_stat_force_next_flush, PostgreSQL 15 and
-// later; on older servers a backend flushes at most once a second when it
-// goes idle, so recent writes may be missing). Writes of connections busy
-// at the time may be missing: call it when the store is quiet.
+// n_tup_hot_upd, n_tup_del), after asking each of the store's connections
+// to flush its statistics (flushStats). Call it when the store is quiet:
+// the writes of transactions in progress are not counted yet.
 func (s *Store) RowWrites(ctx context.Context) (map[string]storecost.Rows, error) {
-	flushable := true
-	for _, c := range s.pool.AcquireAllIdle(ctx) {
-		if flushable {
-			// The backend flushes as it goes idle after the statement,
-			// before it answers ReadyForQuery.
-			if _, err := c.Conn().Exec(storecost.Async(ctx), `SELECT pg_stat_force_next_flush()`); err != nil {
-				flushable = false // PostgreSQL before 15
-			}
-		}
-		c.Release()
+	if err := s.flushStats(ctx); err != nil {
+		return nil, err
 	}
 	rows, err := s.pool.Query(storecost.Async(ctx), `SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del
 		FROM pg_stat_user_tables WHERE schemaname = $1`, s.cfg.Schema)
@@ -113,4 +106,48 @@ func (s *Store) RowWrites(ctx context.Context) (map[string]storecost.Rows, error
 		return nil, s.translate("read table statistics", err)
 	}
 	return out, nil
+}
+
+// flushStatsWait bounds how long flushStats waits for busy connections.
+const flushStatsWait = 2 * time.Second
+
+// flushStats asks every connection of the pool to flush the statistics it
+// holds (pg_stat_force_next_flush, PostgreSQL 15 and later: the backend
+// flushes as it goes idle after that statement, before it answers), so
+// that pg_stat_user_tables counts their writes; a backend otherwise
+// flushes at most once a second. A busy connection (the notifier's, a
+// claim's) is flushed once it is idle, within flushStatsWait. On
+// PostgreSQL before 15 it does nothing: recent writes may be missing.
+func (s *Store) flushStats(ctx context.Context) error {
+	ctx = storecost.Async(ctx)
+	flushed := map[uint32]bool{}
+	wait := time.NewTimer(flushStatsWait)
+	defer wait.Stop()
+	for {
+		for _, c := range s.pool.AcquireAllIdle(ctx) {
+			pid := c.Conn().PgConn().PID()
+			if !flushed[pid] {
+				if _, err := c.Conn().Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+					c.Release()
+					var pe *pgconn.PgError
+					if errors.As(err, &pe) && pe.Code == "42883" { // undefined_function: before 15
+						return nil
+					}
+					return s.translate("flush statistics", err)
+				}
+				flushed[pid] = true
+			}
+			c.Release()
+		}
+		if len(flushed) >= int(s.pool.Stat().TotalConns()) {
+			return nil
+		}
+		select {
+		case <-wait.C:
+			return nil // what the busy connections hold is missing
+		case <-ctx.Done():
+			return s.translate("flush statistics", ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
