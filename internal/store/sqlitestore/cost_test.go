@@ -23,7 +23,7 @@ func TestCostPerTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	got := storetest.MeasureCost(t, st, &c)
+	got := storetest.MeasureCost(t, st, &c, nil)
 	t.Logf("SQLite:\n%s", storetest.CostTable(got))
 	// Measured on the store as of issue 13's "before". Each write is one
 	// transaction of its own here (nothing else queued): BEGIN IMMEDIATE

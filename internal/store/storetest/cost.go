@@ -40,18 +40,23 @@ const (
 // CostBatch is the size of MeasureCost's batches.
 const CostBatch = 10
 
-// Cost is what one hot path cost, as counted by a storecost.Counter.
+// Cost is what one hot path cost, as counted by a storecost.Counter, and
+// the row writes the database counted (PostgreSQL only; zero elsewhere).
 type Cost struct {
 	Step   string
 	Counts storecost.Counts
+	Rows   storecost.Rows // summed over the tables
 }
 
 // MeasureCost runs each hot path (the Cost* steps) on st, whose
 // statements c counts (the store must have been opened with c as its
-// Config.Cost), and returns what each cost the caller. The whole sequence
-// runs twice first, unmeasured, so that statements are prepared and kinds
-// known: the figures are those of a warmed-up store. st must be empty.
-func MeasureCost(tb testing.TB, st store.Store, c *storecost.Counter) []Cost {
+// Config.Cost), and returns what each cost the caller. rows, when not
+// nil, returns the row writes the database has counted per table so far
+// (pgstore's RowWrites); each step's Rows is then its difference. The
+// whole sequence runs twice first, unmeasured, so that statements are
+// prepared and kinds known: the figures are those of a warmed-up store.
+// st must be empty.
+func MeasureCost(tb testing.TB, st store.Store, c *storecost.Counter, rows func() map[string]storecost.Rows) []Cost {
 	tb.Helper()
 	f := NewFixture(tb, st)
 	sc := costSchedule(f)
@@ -61,11 +66,19 @@ func MeasureCost(tb testing.TB, st store.Store, c *storecost.Counter) []Cost {
 		base := time.Duration(pass) * time.Hour
 		measure := func(name string, fn func()) {
 			tb.Helper()
+			var rows0 map[string]storecost.Rows
+			if rows != nil && pass == passes-1 {
+				rows0 = rows()
+			}
 			before := c.Snapshot()
 			fn()
 			d := c.Snapshot().Sub(before).Caller
 			if pass == passes-1 {
-				out = append(out, Cost{Step: name, Counts: d})
+				cost := Cost{Step: name, Counts: d}
+				if rows != nil {
+					cost.Rows = storecost.SumTables(storecost.SubTables(rows(), rows0))
+				}
+				out = append(out, cost)
 			}
 		}
 		now := f.At(base + time.Second)
@@ -147,12 +160,28 @@ func WantCost(tb testing.TB, got []Cost, want map[string]storecost.Counts) {
 	}
 }
 
+// WantRows fails tb unless got wrote exactly the row versions of want
+// (inserted, updated, deleted; HOT updates are not compared: whether an
+// update is HOT depends on the room left in its page).
+func WantRows(tb testing.TB, got []Cost, want map[string]storecost.Rows) {
+	tb.Helper()
+	have := make(map[string]storecost.Rows, len(got))
+	for _, c := range got {
+		c.Rows.HotUpdated = 0
+		have[c.Step] = c.Rows
+	}
+	if d := cmp.Diff(want, have); d != "" {
+		tb.Errorf("row writes of the hot paths (-want +got):\n%s\nmeasured:\n%s", d, CostTable(got))
+	}
+}
+
 // CostTable renders costs as a Markdown table (for logs and docs).
 func CostTable(cs []Cost) string {
 	var b strings.Builder
-	b.WriteString("| step | statements | round trips | commits |\n|---|---:|---:|---:|\n")
+	b.WriteString("| step | statements | round trips | commits | row versions (HOT) |\n|---|---:|---:|---:|---:|\n")
 	for _, c := range cs {
-		fmt.Fprintf(&b, "| %s | %d | %d | %d |\n", c.Step, c.Counts.Statements, c.Counts.RoundTrips, c.Counts.Commits)
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d (%d) |\n", c.Step, c.Counts.Statements, c.Counts.RoundTrips, c.Counts.Commits,
+			c.Rows.Versions(), c.Rows.HotUpdated)
 	}
 	return b.String()
 }
