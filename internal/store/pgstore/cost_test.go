@@ -82,7 +82,7 @@ func TestCostPerTask(t *testing.T) {
 		// The run (SUCCESS) and the task (SUCCEEDED).
 		storetest.CostComplete: {Updated: 2},
 		// The worker (last_seen).
-		storetest.CostClaimEmpty: {Updated: 1},
+		storetest.CostClaimEmpty:  {Updated: 1},
 		storetest.CostInsertBatch: {Inserted: storetest.CostBatch},
 		// Per task a run and the task's update; once the worker and kind.
 		storetest.CostClaimBatch: {Inserted: storetest.CostBatch, Updated: storetest.CostBatch + 2},
