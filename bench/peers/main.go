@@ -99,6 +99,33 @@ func scenarioTitle(p params, scenario string) string {
 	return scenario
 }
 
+// scenarioTasks is how many tasks one run of scenario handles.
+func scenarioTasks(p params, scenario string) int {
+	switch scenario {
+	case "submit-single":
+		return p.SubmitTasks
+	case "submit-batch":
+		return p.BatchTasks
+	case "e2e":
+		return p.E2ETasks
+	case "latency":
+		return int(float64(p.Rate) * p.LatencyFor.Seconds())
+	case "delayed":
+		return p.Delayed
+	}
+	return 0
+}
+
+// pgCPUPer1000 is the CPU seconds the system's PostgreSQL backends spent
+// per 1,000 tasks of the run (0 when the scenario has no task count).
+func pgCPUPer1000(p params, scenario string, u usage) float64 {
+	n := scenarioTasks(p, scenario)
+	if n <= 0 {
+		return 0
+	}
+	return u.PGCPU * 1000 / float64(n)
+}
+
 // cases lists what a run measures, Rota's cases next to River's.
 func cases(p params, scenarios, systems map[string]bool) []caseSpec {
 	var out []caseSpec
@@ -319,21 +346,22 @@ func runCases(ctx context.Context, o options, specs []caseSpec, admin *pgxpool.P
 				continue
 			}
 			results[i] = append(results[i], res)
-			printResult(res)
+			printResult(res, pgCPUPer1000(spec.P, spec.Scenario, res.Usage))
 		}
 	}
 	return results, failures, nil
 }
 
-// printResult prints one run's metrics and resources on one line.
-func printResult(res caseResult) {
+// printResult prints one run's metrics and resources on one line;
+// pgPer1000 is the PostgreSQL CPU seconds per 1,000 tasks.
+func printResult(res caseResult, pgPer1000 float64) {
 	var parts []string
 	for _, m := range res.Metrics {
 		parts = append(parts, fmt.Sprintf("%s %s %s", m.Name, format(m.Value), m.Unit))
 	}
-	fmt.Printf("  %s; peak RSS %.0f MiB; CPU %.2f cores (+ bench %.2f, PostgreSQL %.2f)\n",
+	fmt.Printf("  %s; peak RSS %.0f MiB; CPU %.2f cores (+ bench %.2f, PostgreSQL %.2f; PostgreSQL %.3f CPU s per 1,000 tasks)\n",
 		strings.Join(parts, ", "), float64(res.PeakRSSKiB)/1024, cores(res.Usage.ProcCPU, res.Usage),
-		cores(res.Usage.BenchCPU, res.Usage), cores(res.Usage.PGCPU, res.Usage))
+		cores(res.Usage.BenchCPU, res.Usage), cores(res.Usage.PGCPU, res.Usage), pgPer1000)
 }
 
 // writeReport prints the report and writes it into the README readme
@@ -525,17 +553,21 @@ func report(w io.Writer, f facts, specs []caseSpec, results [][]caseResult, fail
 	fmt.Fprintln(w, "Peak RSS is VmHWM of the system's process at the end of the run: the `rota server` process (Rota's")
 	fmt.Fprintln(w, "workers and load run in this program, not counted there), or the River child process (River is a library:")
 	fmt.Fprintln(w, "its workers and the load run in that process). CPU is in cores (CPU seconds / wall seconds) over the")
-	fmt.Fprintln(w, "measured window, from /proc/<pid>/stat; PostgreSQL is the backends of that system's connections only.")
+	fmt.Fprintln(w, "measured window, from /proc/<pid>/stat; PostgreSQL is the backends of that system's connections only")
+	fmt.Fprintln(w, "(utime + stime of each backend in pg_stat_activity with the system's application_name, not")
+	fmt.Fprintln(w, "pg_stat_statements), also given as CPU seconds per 1,000 tasks of the scenario (the cost a task asks")
+	fmt.Fprintln(w, "of PostgreSQL, whatever the machine's other load does to the rates).")
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
-	fmt.Fprintln(tw, "| scenario\t system\t setup\t peak RSS\t system process CPU\t bench process CPU\t PostgreSQL backends CPU\t")
-	fmt.Fprintln(tw, "|---\t---\t---\t---:\t---:\t---:\t---:\t")
+	fmt.Fprintln(tw, "| scenario\t system\t setup\t peak RSS\t system process CPU\t bench process CPU\t PostgreSQL backends CPU\t PostgreSQL CPU s / 1,000 tasks\t")
+	fmt.Fprintln(tw, "|---\t---\t---\t---:\t---:\t---:\t---:\t---:\t")
 	for i, spec := range specs {
 		if len(results[i]) == 0 {
 			continue
 		}
-		var rss, proc, bench, pgc []float64
+		var rss, proc, bench, pgc, pgk []float64
 		for _, res := range results[i] {
+			pgk = append(pgk, pgCPUPer1000(spec.P, spec.Scenario, res.Usage))
 			rss = append(rss, float64(res.PeakRSSKiB)/1024)
 			proc = append(proc, cores(res.Usage.ProcCPU, res.Usage))
 			bench = append(bench, cores(res.Usage.BenchCPU, res.Usage))
@@ -545,8 +577,8 @@ func report(w io.Writer, f facts, specs []caseSpec, results [][]caseResult, fail
 		if spec.System == "rota" {
 			benchCell = format(median(bench))
 		}
-		fmt.Fprintf(tw, "| %s\t %s\t %s\t %.0f MiB\t %s\t %s\t %s\t\n", scenarioTitle(p, spec.Scenario), spec.System, spec.Variant,
-			median(rss), format(median(proc)), benchCell, format(median(pgc)))
+		fmt.Fprintf(tw, "| %s\t %s\t %s\t %.0f MiB\t %s\t %s\t %s\t %.3f\t\n", scenarioTitle(p, spec.Scenario), spec.System, spec.Variant,
+			median(rss), format(median(proc)), benchCell, format(median(pgc)), median(pgk))
 	}
 	tw.Flush()
 

@@ -11,6 +11,14 @@
 //     submit);
 //   - delayed: tasks due at exact instants spread over a window; lateness
 //     (handler start − due time) p50/p99/max.
+//
+// Each scenario also reports its cost per task: HTTP requests (counted in
+// the client), and, when the server runs in this process, the store's
+// statements, round trips and commits (package storecost; on the
+// embedded store each commit is one fsync), the row versions and HOT
+// updates PostgreSQL counted (pg_stat_user_tables deltas, PostgreSQL
+// store only) and the process's CPU time (getrusage; the process holds the
+// server and the load and workers together).
 package bench
 
 import (
@@ -19,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"sort"
@@ -28,6 +37,7 @@ import (
 	"time"
 
 	"github.com/rotahq/rota/internal/server"
+	"github.com/rotahq/rota/internal/store/storecost"
 	"github.com/rotahq/rota/rotaclient"
 	"github.com/rotahq/rota/rotaworker"
 )
@@ -38,6 +48,10 @@ type Config struct {
 	// process on a fresh embedded store (full durability unless Relaxed).
 	Server  string
 	Relaxed bool
+	// Store is the in-process server's store: empty for a fresh embedded
+	// store, or a PostgreSQL URL, where the server uses a fresh schema
+	// (rota_bench_<random>) dropped at the end.
+	Store string
 	// Runs repeats each scenario (default 3); figures are medians.
 	Runs int
 	// Scenarios to run, among "submit", "e2e", "latency", "delayed"
@@ -113,16 +127,28 @@ func (r Row) Median() float64 { return median(r.Runs) }
 func Run(ctx context.Context, cfg Config) ([]Row, error) {
 	cfg.defaults()
 	url := cfg.Server
+	b := &bench{cfg: cfg}
 	if url == "" {
 		dir, err := os.MkdirTemp("", "rota-bench")
 		if err != nil {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		srv, err := server.New(ctx, server.Config{
-			Listen: "127.0.0.1:0", DataDir: dir, Relaxed: cfg.Relaxed,
+		scfg := server.Config{
+			Listen: "127.0.0.1:0", DataDir: dir, Relaxed: cfg.Relaxed, Store: cfg.Store,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		})
+			Cost:   &storecost.Counter{},
+		}
+		desc := "embedded store, full durability (synchronous=FULL, group commit)"
+		if cfg.Relaxed {
+			desc = "embedded store, relaxed durability"
+		}
+		if cfg.Store != "" {
+			scfg.PGSchema = fmt.Sprintf("rota_bench_%d", time.Now().UnixNano())
+			defer dropSchema(context.WithoutCancel(ctx), cfg.Store, scfg.PGSchema)
+			desc = "PostgreSQL store, schema " + scfg.PGSchema
+		}
+		srv, err := server.New(ctx, scfg)
 		if err != nil {
 			return nil, err
 		}
@@ -130,18 +156,18 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 			return nil, err
 		}
 		defer srv.Stop(context.WithoutCancel(ctx))
+		b.srv, b.cost = srv, scfg.Cost
 		url = "http://" + srv.Addr()
-		mode := "full durability (synchronous=FULL, group commit)"
-		if cfg.Relaxed {
-			mode = "relaxed durability"
-		}
-		fmt.Fprintf(cfg.Out, "started an in-process server on %s, embedded store, %s\n", url, mode)
+		fmt.Fprintf(cfg.Out, "started an in-process server on %s, %s\n", url, desc)
 	}
-	client, err := rotaclient.New(rotaclient.Config{BaseURL: url, UserAgent: "rota-bench"})
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, 1024 // as rotaclient's own
+	client, err := rotaclient.New(rotaclient.Config{BaseURL: url, UserAgent: "rota-bench",
+		HTTPClient: &http.Client{Transport: countingTransport{rt: tr, n: &b.requests}}})
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{cfg: cfg, url: url, c: client}
+	b.url, b.c = url, client
 	rows := map[string]*Row{}
 	var order []string
 	add := func(scn, metric, unit string, v float64) {
@@ -209,9 +235,12 @@ func format(v float64) string {
 }
 
 type bench struct {
-	cfg Config
-	url string
-	c   *rotaclient.Client
+	cfg      Config
+	url      string
+	c        *rotaclient.Client
+	srv      *server.Server     // the in-process server; nil for --server
+	cost     *storecost.Counter // its store's counter; nil for --server
+	requests atomic.Int64       // HTTP requests sent by the client
 }
 
 type addFunc func(scenario, metric, unit string, v float64)
@@ -227,6 +256,7 @@ func (b *bench) submit(ctx context.Context, run int, add addFunc) error {
 	for _, batch := range []int{1, 100} {
 		var next atomic.Int64
 		n := int64(b.cfg.SubmitTasks)
+		m0 := b.meter(ctx)
 		start := time.Now()
 		err := parallel(b.cfg.Clients, func() error {
 			for {
@@ -258,6 +288,7 @@ func (b *bench) submit(ctx context.Context, run int, add addFunc) error {
 			name = fmt.Sprintf("batches of %d", batch)
 		}
 		add("submit", fmt.Sprintf("%s, %d clients", name, b.cfg.Clients), "tasks/s", float64(n)/time.Since(start).Seconds())
+		b.addCost(ctx, add, "submit", name, m0, int(n))
 	}
 	return nil
 }
@@ -275,13 +306,15 @@ func (b *bench) worker(ctx context.Context, kind string, fn func(p payload, star
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
-	return func() {
+	// stop is idempotent: the scenarios stop the worker before they
+	// count the cost (Stop waits for the last reports) and defer it too.
+	return sync.OnceFunc(func() {
 		sctx, c := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer c()
 		w.Stop(sctx)
 		cancel()
 		<-done
-	}, nil
+	}), nil
 }
 
 func (b *bench) e2e(ctx context.Context, run int, add addFunc) error {
@@ -298,6 +331,7 @@ func (b *bench) e2e(ctx context.Context, run int, add addFunc) error {
 		return err
 	}
 	defer stop()
+	m0 := b.meter(ctx)
 	start := time.Now()
 	var next atomic.Int64
 	err = parallel(8, func() error {
@@ -327,6 +361,8 @@ func (b *bench) e2e(ctx context.Context, run int, add addFunc) error {
 	}
 	add("e2e", fmt.Sprintf("no-op tasks through the SDK worker (%d tasks, concurrency %d)", n, b.cfg.Concurrency),
 		"tasks/s", float64(n)/time.Since(start).Seconds())
+	stop() // the last reports, before counting
+	b.addCost(ctx, add, "e2e", "submit, claim, complete", m0, n)
 	return nil
 }
 
@@ -350,6 +386,7 @@ func (b *bench) latency(ctx context.Context, run int, add addFunc) error {
 	defer stop()
 	time.Sleep(200 * time.Millisecond) // let the worker's claims wait on the server
 	interval := time.Second / time.Duration(b.cfg.Rate)
+	m0 := b.meter(ctx)
 	start := time.Now()
 	sem := make(chan struct{}, 64)
 	var wg sync.WaitGroup
@@ -376,6 +413,8 @@ func (b *bench) latency(ctx context.Context, run int, add addFunc) error {
 		return err
 	}
 	label := fmt.Sprintf("enqueue→start at %d tasks/s", b.cfg.Rate)
+	stop() // the last reports, before counting
+	b.addCost(ctx, add, "latency", fmt.Sprintf("single submits at %d/s, claim, complete", b.cfg.Rate), m0, total)
 	mu.Lock()
 	defer mu.Unlock()
 	addPercentiles(add, "latency", label, waits)

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ func TestRunSmall(t *testing.T) {
 	want := map[string]bool{"submit": false, "e2e": false, "latency": false, "delayed": false}
 	for _, r := range rows {
 		want[r.Scenario] = true
-		if len(r.Runs) != 1 || r.Runs[0] <= 0 && !strings.Contains(r.Metric, "p50") {
+		if len(r.Runs) != 1 || r.Runs[0] <= 0 && !strings.Contains(r.Metric, "p50") && !strings.Contains(r.Metric, "per task") {
 			t.Errorf("row %+v has no measurement", r)
 		}
 	}
@@ -55,4 +56,52 @@ func TestRunSmall(t *testing.T) {
 	if !strings.Contains(out.String(), "| scenario") {
 		t.Fatalf("no table printed:\n%s", out.String())
 	}
+	costs := costRows(rows)
+	if v, ok := costs["submit/single requests: HTTP requests per task"]; !ok || v != 1 {
+		t.Errorf("single requests: HTTP requests per task = %v (%v), want 1", v, ok)
+	}
+	for _, m := range []string{"e2e/submit, claim, complete: store statements per task",
+		"e2e/submit, claim, complete: store commits (= WAL fsyncs) per task",
+		"e2e/submit, claim, complete: process CPU (server + load) per task"} {
+		if costs[m] <= 0 {
+			t.Errorf("%s = %v, want > 0 (rows: %v)", m, costs[m], costs)
+		}
+	}
+}
+
+// TestRunCostOnPostgreSQL runs the submit scenario on an in-process
+// server with a PostgreSQL store: each task inserted is one row version.
+func TestRunCostOnPostgreSQL(t *testing.T) {
+	t.Parallel()
+	url := os.Getenv("ROTA_TEST_POSTGRES")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	var out bytes.Buffer
+	rows, err := Run(t.Context(), Config{Store: url, Scenarios: []string{"submit"},
+		Runs: 1, Clients: 4, SubmitTasks: 200, Out: &out})
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	costs := costRows(rows)
+	for _, what := range []string{"single requests", "batches of 100"} {
+		// One task row each; the first insert also creates the kind's row.
+		if v := costs["submit/"+what+": row versions per task"]; v < 1 || v > 1.01 {
+			t.Errorf("%s: row versions per task = %v, want 1 (+ the kind's row)\n%s", what, v, out.String())
+		}
+		if v := costs["submit/"+what+": store commits per task"]; v <= 0 || v > 1 {
+			t.Errorf("%s: commits per task = %v, want in (0, 1]\n%s", what, v, out.String())
+		}
+	}
+}
+
+// costRows maps "scenario/metric" to the value of the rows of costs.
+func costRows(rows []Row) map[string]float64 {
+	out := map[string]float64{}
+	for _, r := range rows {
+		if strings.Contains(r.Metric, "per task") {
+			out[r.Scenario+"/"+r.Metric] = r.Median()
+		}
+	}
+	return out
 }

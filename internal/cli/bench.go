@@ -23,7 +23,11 @@ median: submit throughput (single requests from --clients clients, and batches o
 end-to-end no-op throughput through the Go SDK worker (--e2e-tasks), enqueue→start latency
 p50/p99/max at a steady --rate with idle workers, and the lateness of --delayed tasks due at
 exact instants over --delayed-over. Without --server it starts a server in this process on a
-fresh embedded store with full durability (--relaxed to compare). It prints a Markdown table.`,
+fresh embedded store with full durability (--relaxed to compare), or with --store on a fresh
+schema of a PostgreSQL database. Each scenario also reports its cost per task: HTTP requests,
+and for an in-process server the store's statements, round trips and commits (on the
+embedded store each commit is one WAL fsync), PostgreSQL's row versions and HOT updates
+(pg_stat_user_tables deltas) and the process's CPU time. It prints a Markdown table.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd.Flags(), env.Getenv); err != nil {
@@ -49,6 +53,7 @@ fresh embedded store with full durability (--relaxed to compare). It prints a Ma
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
 	f.StringVar(&cfg.Server, "server", "", "URL of a running server to measure (default: start one in-process)")
 	f.BoolVar(&cfg.Relaxed, "relaxed", false, "in-process server with relaxed durability (no fsync per commit)")
+	f.StringVar(&cfg.Store, "store", "", "in-process server on this PostgreSQL URL (a fresh schema, dropped at the end) instead of an embedded store")
 	f.IntVar(&cfg.Runs, "runs", 3, "runs of each scenario; figures are medians")
 	f.StringSliceVar(&cfg.Scenarios, "scenario", nil, "scenarios to run: submit, e2e, latency, delayed (default all)")
 	f.IntVar(&cfg.Clients, "clients", 32, "concurrent submitting clients")

@@ -31,6 +31,7 @@ import (
 	"github.com/rotahq/rota/internal/store"
 	"github.com/rotahq/rota/internal/store/pgstore"
 	"github.com/rotahq/rota/internal/store/sqlitestore"
+	"github.com/rotahq/rota/internal/store/storecost"
 	"github.com/rotahq/rota/internal/ui"
 )
 
@@ -105,6 +106,10 @@ type Config struct {
 	StrictKinds bool
 	Logger      *slog.Logger
 	Clock       clock.Clock
+	// Cost, when set, counts the store's statements, round trips and
+	// commits (package storecost; `rota bench` reads it). Nil counts
+	// nothing.
+	Cost *storecost.Counter
 }
 
 // DefaultAuditRetention is how long audit records are kept by default.
@@ -356,11 +361,11 @@ func (s *Server) initHTTP() error {
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 	switch {
 	case cfg.Store == "" || cfg.Store == "sqlite":
-		return sqlitestore.New(ctx, sqlitestore.Config{Path: filepath.Join(cfg.DataDir, "rota.db"), Relaxed: cfg.Relaxed})
+		return sqlitestore.New(ctx, sqlitestore.Config{Path: filepath.Join(cfg.DataDir, "rota.db"), Relaxed: cfg.Relaxed, Cost: cfg.Cost})
 	case strings.HasPrefix(cfg.Store, "sqlite:"):
-		return sqlitestore.New(ctx, sqlitestore.Config{Path: strings.TrimPrefix(cfg.Store, "sqlite:"), Relaxed: cfg.Relaxed})
+		return sqlitestore.New(ctx, sqlitestore.Config{Path: strings.TrimPrefix(cfg.Store, "sqlite:"), Relaxed: cfg.Relaxed, Cost: cfg.Cost})
 	case strings.HasPrefix(cfg.Store, "postgres://"), strings.HasPrefix(cfg.Store, "postgresql://"):
-		return pgstore.New(ctx, pgstore.Config{URL: cfg.Store, Schema: cfg.PGSchema, NodeID: cfg.NodeID, Logger: cfg.Logger})
+		return pgstore.New(ctx, pgstore.Config{URL: cfg.Store, Schema: cfg.PGSchema, NodeID: cfg.NodeID, Logger: cfg.Logger, Cost: cfg.Cost})
 	}
 	return nil, fmt.Errorf("unknown store %q: use sqlite, sqlite:PATH or a postgres:// URL", cfg.Store)
 }
@@ -450,6 +455,20 @@ func (s *Server) NodeID() string { return s.cfg.NodeID }
 func (s *Server) IsLeader() bool {
 	_, leading := s.elector.Leading()
 	return leading
+}
+
+// RowWrites returns the row writes the database has counted for each of
+// the store's tables (see pgstore.Store.RowWrites); ok is false for a
+// store that cannot tell (the embedded one).
+func (s *Server) RowWrites(ctx context.Context) (rows map[string]storecost.Rows, ok bool, err error) {
+	rw, ok := s.store.(interface {
+		RowWrites(context.Context) (map[string]storecost.Rows, error)
+	})
+	if !ok {
+		return nil, false, nil
+	}
+	rows, err = rw.RowWrites(ctx)
+	return rows, true, err
 }
 
 // Addr is the address the server listens on (after Start).

@@ -35,3 +35,20 @@ func CompleteGroup(s *Store, ctx context.Context, ps []store.RunCompleteParams) 
 
 // AnalyzeYoung runs one pass of the young-table analyzer.
 func AnalyzeYoung(s *Store, ctx context.Context) ([]string, error) { return s.analyzeYoung(ctx) }
+
+// InsertGroup inserts requests as one group of the inserters would,
+// bypassing the queue, so that tests reach the group path whatever the
+// timing; it returns each request's answer.
+func InsertGroup(s *Store, ctx context.Context, reqs [][]store.TaskInsertParams) ([][]store.TaskInsertResult, []error) {
+	group := make([]*insertReq, len(reqs))
+	for i, ps := range reqs {
+		group[i] = &insertReq{ctx: ctx, ps: ps, res: make(chan insertRes, 1)}
+	}
+	s.insertGroup(group)
+	outs, errs := make([][]store.TaskInsertResult, len(reqs)), make([]error, len(reqs))
+	for i, r := range group {
+		res := <-r.res
+		outs[i], errs[i] = res.out, res.err
+	}
+	return outs, errs
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/storecost"
 )
 
 // SupportsNotify is true: nodes sharing the database hear of each other's
@@ -50,7 +51,8 @@ const (
 // server's queue, which is shared by the whole database cluster and which
 // PostgreSQL cannot trim past the slowest listener.
 func (s *Store) Subscribe(ctx context.Context, fn func(store.Notification)) error {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(storecost.Async(ctx)) // the listener is the store's own work
+
 	defer cancel()
 	go func() { // Close ends the subscription too
 		select {

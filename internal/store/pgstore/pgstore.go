@@ -25,7 +25,9 @@
 // Reports are committed in groups (complete.go): the reports that arrive
 // while one group commits go together in the next, settled in one
 // transaction of two round trips and a few set-based statements, so that
-// under load a node pays one WAL flush for many reports.
+// under load a node pays one WAL flush for many reports. Small inserts of
+// unkeyed tasks (single submits) are grouped the same way (insert.go):
+// one statement and one commit for the group.
 // Once the work of a transaction is done its commit is not cancelled with
 // the caller's context, so a caller is never told that a committed change
 // failed. Deadlocks and serialization failures are retried (the locking
@@ -117,6 +119,7 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/storecost"
 )
 
 //go:embed migrations/*.sql
@@ -145,6 +148,9 @@ type Config struct {
 	// Logger receives what the store cannot return: the reconnections of
 	// Subscribe. Nil discards.
 	Logger *slog.Logger
+	// Cost, when set, counts the statements, round trips and commits of
+	// the store's connections (package storecost); nil counts nothing.
+	Cost *storecost.Counter
 }
 
 // Store is the PostgreSQL implementation of store.Store. It is safe for
@@ -174,6 +180,10 @@ type Store struct {
 	completeQ      chan *completeReq
 	completersDone sync.WaitGroup
 
+	// Inserts waiting for an inserter (insert.go).
+	insertQ       chan *insertReq
+	insertersDone sync.WaitGroup
+
 	analyzerDone chan struct{} // closed when the analyzer (analyze.go) has stopped
 
 	knownKinds sync.Map // kind name → struct{}: kinds whose row exists (rows are never deleted)
@@ -201,6 +211,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxConns > 0 {
 		pcfg.MaxConns = int32(cfg.MaxConns)
 	}
+	if cfg.Cost != nil {
+		pcfg.ConnConfig.Tracer = costTracer{cfg.Cost}
+	}
 	rt := pcfg.ConnConfig.RuntimeParams
 	rt["search_path"] = pgx.Identifier{cfg.Schema}.Sanitize()
 	if rt["application_name"] == "" {
@@ -219,7 +232,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open pool: %w", err)
 	}
-	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	// The store's own loops are background work, counted apart (storecost).
+	life, endLife := context.WithCancel(storecost.Async(context.WithoutCancel(ctx)))
 	s := &Store{
 		life:     life,
 		endLife:  endLife,
@@ -234,6 +248,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		noteDone: make(chan struct{}),
 
 		completeQ:    make(chan *completeReq),
+		insertQ:      make(chan *insertReq),
 		analyzerDone: make(chan struct{}),
 	}
 	if err := s.migrate(ctx); err != nil {
@@ -246,6 +261,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	for range completers {
 		s.completersDone.Add(1)
 		go s.completer()
+	}
+	for range inserters {
+		s.insertersDone.Add(1)
+		go s.inserter()
 	}
 	return s, nil
 }
@@ -338,14 +357,15 @@ func (s *Store) PingWrite(ctx context.Context, _ time.Time) error {
 	return s.translate("write probe", tx.Commit(ctx))
 }
 
-// Close lets the reports in progress commit, sends the notifications
-// still waiting, closes the pool and ends the store's subscriptions. It is
-// idempotent.
+// Close lets the reports and inserts in progress commit, sends the
+// notifications still waiting, closes the pool and ends the store's
+// subscriptions. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOne.Do(func() {
 		close(s.closed)
 		s.endLife() // the notifier's last send has a context of its own
 		s.completersDone.Wait()
+		s.insertersDone.Wait()
 		<-s.analyzerDone
 		<-s.noteDone
 		s.pool.Close()

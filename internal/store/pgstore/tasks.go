@@ -167,16 +167,27 @@ const insertTaskSQL = `INSERT INTO tasks (id, kind, level, payload, key, status,
 // and our read of it, which then finds nothing and inserts again.
 const maxKeyRetries = 16
 
-// TaskInsertMany implements store.Store. The tasks are inserted in one
+// TaskInsertMany implements store.Store. Small requests of unkeyed tasks
+// (a single submit, a small batch) are committed in groups with the
+// requests that arrive together (insert.go); the others in a transaction
+// of their own (insertTx).
+func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams) ([]store.TaskInsertResult, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	if groupable(ps) {
+		return s.insertGrouped(ctx, ps)
+	}
+	return s.insertTx(ctx, ps)
+}
+
+// insertTx inserts ps in one transaction. The tasks are inserted in one
 // pipelined batch; those whose key is taken by an unfinished task (ON
 // CONFLICT DO NOTHING on tasks_open_key) are then fetched, or inserted again
 // if that task finished meanwhile. A concurrent insert of the same key waits
 // on the index entry of the other until that commits or rolls back, so
 // exactly one task results.
-func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams) ([]store.TaskInsertResult, error) {
-	if len(ps) == 0 {
-		return nil, nil
-	}
+func (s *Store) insertTx(ctx context.Context, ps []store.TaskInsertParams) ([]store.TaskInsertResult, error) {
 	out := make([]store.TaskInsertResult, len(ps))
 	err := s.tx(ctx, "insert tasks", func(t *txn) error {
 		clear(out)

@@ -614,6 +614,7 @@ func (s *Store) ScheduleOpenRuns(ctx context.Context, ids []string) (map[string]
 		for i, id := range chunk {
 			args[i] = id
 		}
+		s.cfg.Cost.Add(ctx, oneStatement)
 		rows, err := s.rdb.QueryContext(ctx, `SELECT `+schedRunCols+` FROM tasks WHERE schedule_id IN (`+inList(len(chunk))+`)
 			AND done = 0 AND schedule_id <> '' ORDER BY schedule_id, fire_time, id`, args...)
 		if err != nil {

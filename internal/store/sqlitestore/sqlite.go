@@ -31,6 +31,7 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/storecost"
 )
 
 //go:embed migrations/*.sql
@@ -48,6 +49,9 @@ type Config struct {
 	MaxBatch int
 	// ReadConns is the size of the read pool (default 4).
 	ReadConns int
+	// Cost, when set, counts the store's statements and commits (package
+	// storecost); nil counts nothing.
+	Cost *storecost.Counter
 }
 
 // Store is the SQLite implementation of store.Store.
@@ -138,8 +142,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		cfg:  cfg,
 		wdb:  wdb,
 		rdb:  rdb,
-		wc:   newStmtCache(wdb),
-		r:    rdbq{newStmtCache(rdb)},
+		wc:   newStmtCache(wdb, cfg.Cost),
+		r:    rdbq{newStmtCache(rdb, cfg.Cost)},
 		ops:  make(chan *op, 4096),
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
@@ -262,6 +266,7 @@ func (s *Store) commit(ctx context.Context, batch []*op) {
 			o.errc <- err
 		}
 	}
+	s.cfg.Cost.Add(ctx, oneStatement) // BEGIN IMMEDIATE
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		s.abandon(ctx)
@@ -305,6 +310,8 @@ func (s *Store) commit(ctx context.Context, batch []*op) {
 			}
 		}
 	}
+	// COMMIT: one fsync of the WAL under synchronous=FULL.
+	s.cfg.Cost.Add(ctx, storecost.Counts{Statements: 1, RoundTrips: 1, Commits: 1})
 	if err := tx.Commit(); err != nil {
 		// A failed COMMIT (a full disk) may leave the transaction open on
 		// the connection: end it, or no later write could begin.

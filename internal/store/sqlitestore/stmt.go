@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"sync"
+
+	"github.com/rotahq/rota/internal/store/storecost"
 )
 
 // stmtCache prepares each distinct query once per pool. SQLite spends a
@@ -12,14 +14,19 @@ import (
 // (claim, heartbeat, complete) reuse prepared statements.
 type stmtCache struct {
 	db     *sql.DB
-	mu     sync.Mutex // guards m and wanted
+	cost   *storecost.Counter // Config.Cost: counts the statements run through the cache
+	mu     sync.Mutex         // guards m and wanted
 	m      map[string]*sql.Stmt
 	wanted map[string]bool // queries to prepare when the connection is free
 }
 
-func newStmtCache(db *sql.DB) *stmtCache {
-	return &stmtCache{db: db, m: map[string]*sql.Stmt{}}
+func newStmtCache(db *sql.DB, cost *storecost.Counter) *stmtCache {
+	return &stmtCache{db: db, cost: cost, m: map[string]*sql.Stmt{}}
 }
+
+// oneStatement is what a statement costs (storecost): SQLite runs in the
+// process, so each statement is one call into the engine.
+var oneStatement = storecost.Counts{Statements: 1, RoundTrips: 1}
 
 func (c *stmtCache) get(ctx context.Context, q string) (*sql.Stmt, error) {
 	c.mu.Lock()
@@ -31,6 +38,7 @@ func (c *stmtCache) get(ctx context.Context, q string) (*sql.Stmt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
+	c.cost.Add(ctx, storecost.Counts{Prepares: 1})
 	c.m[q] = st
 	return st, nil
 }
@@ -93,6 +101,7 @@ func (w *wtx) stmt(ctx context.Context, q string) *sql.Stmt {
 
 // ExecContext runs q with a cached prepared statement.
 func (w *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	w.cache.cost.Add(ctx, oneStatement)
 	if st := w.stmt(ctx, q); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
@@ -101,6 +110,7 @@ func (w *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Resul
 
 // QueryContext runs q with a cached prepared statement.
 func (w *wtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	w.cache.cost.Add(ctx, oneStatement)
 	if st := w.stmt(ctx, q); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -109,6 +119,7 @@ func (w *wtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Row
 
 // QueryRowContext runs q with a cached prepared statement.
 func (w *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	w.cache.cost.Add(ctx, oneStatement)
 	if st := w.stmt(ctx, q); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
@@ -120,6 +131,7 @@ type rdbq struct{ cache *stmtCache }
 
 // QueryContext runs q with a cached prepared statement.
 func (r rdbq) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	r.cache.cost.Add(ctx, oneStatement)
 	st, err := r.cache.get(ctx, q)
 	if err != nil {
 		return nil, err
@@ -129,6 +141,7 @@ func (r rdbq) QueryContext(ctx context.Context, q string, args ...any) (*sql.Row
 
 // QueryRowContext runs q with a cached prepared statement.
 func (r rdbq) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	r.cache.cost.Add(ctx, oneStatement)
 	st, err := r.cache.get(ctx, q)
 	if err != nil {
 		return r.cache.db.QueryRowContext(ctx, q, args...)

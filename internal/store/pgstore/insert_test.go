@@ -1,0 +1,128 @@
+package pgstore_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/pgstore"
+	"github.com/rotahq/rota/internal/store/storecost"
+	"github.com/rotahq/rota/internal/store/storetest"
+)
+
+// TestInsertGroupCommit submits single tasks from many goroutines at once:
+// they must share transactions (fewer commits than inserts), and each must
+// be committed when its insert returns (another store on the schema, with
+// connections of its own, reads it at once).
+func TestInsertGroupCommit(t *testing.T) {
+	t.Parallel()
+	const clients, each = 32, 8
+	var c storecost.Counter
+	schema := newSchema(t)
+	ctx := t.Context()
+	st, err := pgstore.New(ctx, pgstore.Config{URL: testURL(), Schema: schema, NodeID: "n1", Cost: &c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	other := openSchema(t, schema, "n2")
+	f := storetest.NewFixture(t, st)
+	now := f.At(time.Second)
+	f.InsertNew("k", now) // the kind's row exists: every insert below is one statement
+	ps := make([][]store.TaskInsertParams, clients)
+	for i := range ps {
+		for range each {
+			ps[i] = append(ps[i], f.Params("k", now))
+		}
+	}
+	before := c.Snapshot()
+	var wg sync.WaitGroup
+	errs := make(chan error, clients*each)
+	for i := range clients {
+		wg.Go(func() {
+			for _, p := range ps[i] {
+				res, err := st.TaskInsert(ctx, p)
+				if err != nil {
+					errs <- err
+					return
+				}
+				// Acknowledged: committed, so visible to any connection.
+				if _, err := other.TaskGet(ctx, res.Task.ID); err != nil {
+					errs <- errors.Join(errors.New("acknowledged insert not visible elsewhere"), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	d := c.Snapshot().Sub(before).Caller
+	t.Logf("%d single inserts from %d clients: %v", clients*each, clients, d)
+	if d.Commits >= clients*each {
+		t.Errorf("%d single inserts took %d commits: want them to share transactions", clients*each, d.Commits)
+	}
+	list := f.ListAll(store.TaskListParams{Kind: "k"})
+	if len(list) != clients*each+1 {
+		t.Errorf("%d tasks stored, want %d", len(list), clients*each+1)
+	}
+}
+
+// TestInsertGroupIsolatesErrors inserts a group in which one request
+// reuses a stored task's id: that request alone fails (conflict), the
+// others are inserted and answered with their own tasks.
+func TestInsertGroupIsolatesErrors(t *testing.T) {
+	t.Parallel()
+	st := open(t).(*pgstore.Store)
+	f := storetest.NewFixture(t, st)
+	now := f.At(time.Second)
+	taken := f.InsertNew("k", now)
+	good1 := []store.TaskInsertParams{f.Params("k", now), f.Params("other", now)}
+	bad := f.Params("k", now)
+	bad.ID = taken.ID
+	good2 := []store.TaskInsertParams{f.Params("k", now)}
+	outs, errs := pgstore.InsertGroup(st, t.Context(), [][]store.TaskInsertParams{good1, {bad}, good2})
+	if !errors.Is(errs[1], rota.ErrConflict) {
+		t.Errorf("request with a taken id: err %v, want a conflict", errs[1])
+	}
+	for i, want := range map[int][]store.TaskInsertParams{0: good1, 2: good2} {
+		if errs[i] != nil {
+			t.Fatalf("request %d: %v", i, errs[i])
+		}
+		if len(outs[i]) != len(want) {
+			t.Fatalf("request %d: %d results, want %d", i, len(outs[i]), len(want))
+		}
+		for j, p := range want {
+			if got := outs[i][j].Task; got.ID != p.ID || got.Kind != p.Kind {
+				t.Errorf("request %d result %d: task %s (%s), want %s (%s)", i, j, got.ID, got.Kind, p.ID, p.Kind)
+			}
+			f.Get(p.ID) // stored
+		}
+	}
+
+	// A group that commits whole: one transaction for all its requests.
+	var c storecost.Counter
+	counted := openCounted(t, &c)
+	g := storetest.NewFixture(t, counted)
+	g.InsertNew("k", now)
+	reqs := make([][]store.TaskInsertParams, 5)
+	for i := range reqs {
+		reqs[i] = []store.TaskInsertParams{g.Params("k", now)}
+	}
+	before := c.Snapshot()
+	_, errs = pgstore.InsertGroup(counted, t.Context(), reqs)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	// BEGIN; one INSERT of the group's tasks (unnest); COMMIT.
+	if d := c.Snapshot().Sub(before).Caller; d.Statements != 3 || d.RoundTrips != 1 || d.Commits != 1 {
+		t.Errorf("a group of %d single inserts: %v, want 3 statements, 1 round trip, 1 commit", len(reqs), d)
+	}
+}

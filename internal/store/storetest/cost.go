@@ -1,0 +1,187 @@
+package storetest
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/storecost"
+)
+
+// The hot paths MeasureCost measures, in its order.
+const (
+	// CostInsert is TaskInsert of one unkeyed task of a known kind.
+	CostInsert = "insert"
+	// CostClaim is TaskClaim (Max 1) that gets one task.
+	CostClaim = "claim"
+	// CostHeartbeat is RunHeartbeat of a running run.
+	CostHeartbeat = "heartbeat"
+	// CostComplete is RunComplete (success) of a run, alone.
+	CostComplete = "complete"
+	// CostClaimEmpty is TaskClaim that finds nothing (a long-polling
+	// worker's wake-up).
+	CostClaimEmpty = "claim, empty"
+	// CostInsertBatch is TaskInsertMany of CostBatch unkeyed tasks.
+	CostInsertBatch = "insert batch"
+	// CostClaimBatch is TaskClaim (Max CostBatch) that gets CostBatch
+	// tasks.
+	CostClaimBatch = "claim batch"
+	// CostFire is ScheduleFire of one schedule whose decision inserts one
+	// run (a cron tick).
+	CostFire = "schedule fire"
+)
+
+// CostBatch is the size of MeasureCost's batches.
+const CostBatch = 10
+
+// Cost is what one hot path cost, as counted by a storecost.Counter, and
+// the row writes the database counted (PostgreSQL only; zero elsewhere).
+type Cost struct {
+	Step   string
+	Counts storecost.Counts
+	Rows   storecost.Rows // summed over the tables
+}
+
+// MeasureCost runs each hot path (the Cost* steps) on st, whose
+// statements c counts (the store must have been opened with c as its
+// Config.Cost), and returns what each cost the caller. rows, when not
+// nil, returns the row writes the database has counted per table so far
+// (pgstore's RowWrites); each step's Rows is then its difference. The
+// whole sequence runs twice first, unmeasured, so that statements are
+// prepared and kinds known: the figures are those of a warmed-up store.
+// st must be empty.
+func MeasureCost(tb testing.TB, st store.Store, c *storecost.Counter, rows func() map[string]storecost.Rows) []Cost {
+	tb.Helper()
+	f := NewFixture(tb, st)
+	sc := costSchedule(f)
+	var out []Cost
+	const passes = 3 // two to warm up: a statement missed in one is prepared after it
+	for pass := range passes {
+		base := time.Duration(pass) * time.Hour
+		measure := func(name string, fn func()) {
+			tb.Helper()
+			var rows0 map[string]storecost.Rows
+			if rows != nil && pass == passes-1 {
+				rows0 = rows()
+			}
+			before := c.Snapshot()
+			fn()
+			d := c.Snapshot().Sub(before).Caller
+			if pass == passes-1 {
+				cost := Cost{Step: name, Counts: d}
+				if rows != nil {
+					cost.Rows = storecost.SumTables(storecost.SubTables(rows(), rows0))
+				}
+				out = append(out, cost)
+			}
+		}
+		now := f.At(base + time.Second)
+		var run rota.ClaimedRun
+		measure(CostInsert, func() { f.InsertNew(kindK, now) })
+		measure(CostClaim, func() { run = f.ClaimOne("w1", now, kindK) })
+		measure(CostHeartbeat, func() { f.Heartbeat("w1", run.RunID, now) })
+		measure(CostComplete, func() { f.Succeed("w1", run.RunID, now) })
+		measure(CostClaimEmpty, func() { f.ClaimNone("w1", now, kindK) })
+
+		ps := make([]store.TaskInsertParams, CostBatch)
+		for i := range ps {
+			ps[i] = f.Params(kindK, now)
+		}
+		measure(CostInsertBatch, func() {
+			if _, err := st.TaskInsertMany(f.Ctx(), ps); err != nil {
+				tb.Fatalf("TaskInsertMany: %v", err)
+			}
+		})
+		var runs []rota.ClaimedRun
+		measure(CostClaimBatch, func() { runs = f.Claim("w1", now, CostBatch, kindK).Runs })
+		if len(runs) != CostBatch {
+			tb.Fatalf("claim batch: got %d runs, want %d", len(runs), CostBatch)
+		}
+		for _, r := range runs {
+			f.Succeed("w1", r.RunID, now)
+		}
+
+		fire := sc.NextFire
+		measure(CostFire, func() {
+			res, err := st.ScheduleFire(f.Ctx(), []store.ScheduleFireParams{{ID: sc.ID, Version: sc.Version, Now: fire,
+				Decide: func(s store.ScheduleRunState) (store.ScheduleDecision, error) {
+					state := s.Schedule.ScheduleState
+					state.HighWater, state.NextFire = fire, fire.Add(5*time.Second)
+					return store.ScheduleDecision{
+						Runs:  []store.ScheduleRunInsert{{TaskID: f.NewTaskID(fire), FireTime: fire}},
+						State: state,
+					}, nil
+				}}})
+			if err != nil || len(res) != 1 || res[0].Err != nil || len(res[0].Inserted) != 1 {
+				tb.Fatalf("ScheduleFire: %v %+v", err, res)
+			}
+			sc = res[0].Schedule
+		})
+	}
+	return out
+}
+
+// costSchedule stores an enabled schedule of a kind of its own (its runs
+// must not be claimed by MeasureCost's claims).
+func costSchedule(f *Fixture) *rota.Schedule {
+	f.TB.Helper()
+	now := f.At(0)
+	sc, err := f.Store.ScheduleInsert(f.Ctx(), store.ScheduleInsertParams{Now: now, Schedule: rota.Schedule{
+		ID: f.NewTaskID(now), Name: "cost", Kind: "cron", Priority: rota.PriorityMid,
+		Payload: json.RawMessage(`{}`), CronExpr: "*/5 * * * * *", Timezone: "UTC", Enabled: true,
+		MaxConcurrency: 10, ConcurrencyPolicy: rota.ConcurrencySkip, OverlapAction: rota.OverlapAllow,
+		FailureAction: rota.FailureRunNew, MisfirePolicy: rota.MisfireSkip, CatchupLimit: 3, TimeoutSeconds: 10,
+		ScheduleState: rota.ScheduleState{HighWater: now, NextFire: now.Add(5 * time.Second)},
+	}})
+	if err != nil {
+		f.TB.Fatalf("ScheduleInsert: %v", err)
+	}
+	return sc
+}
+
+// WantCost fails tb unless got has exactly the statements, round trips
+// and commits of want (Prepares are not compared: a store may prepare a
+// statement lazily, after the operation that first ran it).
+func WantCost(tb testing.TB, got []Cost, want map[string]storecost.Counts) {
+	tb.Helper()
+	have := make(map[string]storecost.Counts, len(got))
+	for _, c := range got {
+		c.Counts.Prepares = 0
+		have[c.Step] = c.Counts
+	}
+	if d := cmp.Diff(want, have); d != "" {
+		tb.Errorf("cost of the hot paths (-want +got):\n%s\nmeasured:\n%s", d, CostTable(got))
+	}
+}
+
+// WantRows fails tb unless got wrote exactly the row versions of want
+// (inserted, updated, deleted; HOT updates are not compared: whether an
+// update is HOT depends on the room left in its page).
+func WantRows(tb testing.TB, got []Cost, want map[string]storecost.Rows) {
+	tb.Helper()
+	have := make(map[string]storecost.Rows, len(got))
+	for _, c := range got {
+		c.Rows.HotUpdated = 0
+		have[c.Step] = c.Rows
+	}
+	if d := cmp.Diff(want, have); d != "" {
+		tb.Errorf("row writes of the hot paths (-want +got):\n%s\nmeasured:\n%s", d, CostTable(got))
+	}
+}
+
+// CostTable renders costs as a Markdown table (for logs and docs).
+func CostTable(cs []Cost) string {
+	var b strings.Builder
+	b.WriteString("| step | statements | round trips | commits | row versions (HOT) |\n|---|---:|---:|---:|---:|\n")
+	for _, c := range cs {
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d (%d) |\n", c.Step, c.Counts.Statements, c.Counts.RoundTrips, c.Counts.Commits,
+			c.Rows.Versions(), c.Rows.HotUpdated)
+	}
+	return b.String()
+}
