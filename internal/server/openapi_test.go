@@ -98,13 +98,34 @@ func TestOpenAPIOperationsServed(t *testing.T) {
 			}
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", base+"/api/events", nil)
+	// Headers over the limit: the 431 envelope the server answers before
+	// any route.
+	req, err := http.NewRequest("GET", base+"/api/healthz", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("X-Big", strings.Repeat("a", 100<<10))
 	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, verrs := v.ValidateHttpResponse(req, res)
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("GET /api/healthz with 100 KiB of header: %d, want 431", res.StatusCode)
+	}
+	if !ok {
+		for _, e := range verrs {
+			t.Errorf("GET /api/healthz with 100 KiB of header: %d: %s %s", res.StatusCode, e.Message, e.Reason)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, err = http.NewRequestWithContext(ctx, "GET", base+"/api/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
