@@ -85,8 +85,12 @@ func TestRunCostOnPostgreSQL(t *testing.T) {
 	}
 	costs := costRows(rows)
 	for _, what := range []string{"single requests", "batches of 100"} {
-		// One task row each; the first insert also creates the kind's row.
-		if v := costs["submit/"+what+": row versions per task"]; v < 1 || v > 1.01 {
+		// One task row each. Rows written beside the tasks are few and not
+		// per task: the kind's row on the first insert, and the node's
+		// membership heartbeat and the leader's lease renewal (each about
+		// once a second, so more of them on a slow, loaded machine). A
+		// second row version per task would be 2.
+		if v := costs["submit/"+what+": row versions per task"]; v < 1 || v > 1.1 {
 			t.Errorf("%s: row versions per task = %v, want 1 (+ the kind's row)\n%s", what, v, out.String())
 		}
 		if v := costs["submit/"+what+": store commits per task"]; v <= 0 || v > 1 {
