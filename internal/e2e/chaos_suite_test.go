@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 // chaosSize is how big the fault suite's scenarios are. `make chaos` sets
 // ROTA_CHAOS=full for the full sizes (under 10 minutes on 2 cores); the
 // ordinary test run gets the small ones (well under 2 minutes).
+// ROTA_CHAOS_ONLY, a regular expression, keeps the scenarios whose
+// "name/store" it matches (e.g. "zombie", "postgres").
 type chaosSize struct {
 	name string
 
@@ -25,6 +28,7 @@ type chaosSize struct {
 	schedules   int           // scenario 4: every-second schedules
 	schedPhase  time.Duration // scenario 4: firing between the faults
 	diskLoad    time.Duration // scenario 5: submitting while the disk is full
+	drainGrace  time.Duration // scenario 6: the stopping worker's --grace
 	inflight    int           // scenario 6: runs in flight when the worker is told to stop
 	queued      int           // scenario 6: tasks submitted after the stop
 }
@@ -33,11 +37,11 @@ func chaosSizes() chaosSize {
 	if os.Getenv("ROTA_CHAOS") == "full" {
 		return chaosSize{name: "full", stormTasks: 2000, stormSleep: 50, stormKill: time.Second,
 			zombieShort: 8, zombieLong: 8, restartLoad: 4 * time.Second, schedules: 50, schedPhase: 6 * time.Second,
-			diskLoad: 4 * time.Second, inflight: 100, queued: 100}
+			diskLoad: 4 * time.Second, drainGrace: 10 * time.Second, inflight: 100, queued: 100}
 	}
 	return chaosSize{name: "small", stormTasks: 150, stormSleep: 20, stormKill: 600 * time.Millisecond,
 		zombieShort: 2, zombieLong: 2, restartLoad: 1500 * time.Millisecond, schedules: 5, schedPhase: 3 * time.Second,
-		diskLoad: 2 * time.Second, inflight: 20, queued: 20}
+		diskLoad: 2 * time.Second, drainGrace: 4 * time.Second, inflight: 20, queued: 20}
 }
 
 // chaosStore is the store a scenario runs on: the embedded one (each
@@ -115,7 +119,14 @@ func TestChaosSuite(t *testing.T) {
 	pg := startPrivatePG(t)
 	embedded, postgres := chaosStore{name: "embedded"}, chaosStore{name: "postgres", pg: pg}
 	var rows []chaosRow
+	only, err := regexp.Compile(os.Getenv("ROTA_CHAOS_ONLY"))
+	if err != nil {
+		t.Fatalf("ROTA_CHAOS_ONLY: %v", err)
+	}
 	run := func(name string, st chaosStore, f chaosScenario) {
+		if !only.MatchString(name + "/" + st.name) {
+			return
+		}
 		var (
 			v    verdict
 			note string
