@@ -259,7 +259,6 @@ func chaosZombie(t *testing.T, st chaosStore, sz chaosSize) (verdict, string) {
 	var slowest time.Duration
 	for _, e := range l.entries {
 		if e.what == "term" && long[e.run] {
-			t.Logf("zombie run %s cancelled %v after SIGCONT (%v after SIGSTOP)", e.run, e.at.Sub(contAt), e.at.Sub(stoppedAt))
 			slowest = max(slowest, e.at.Sub(contAt))
 		}
 	}

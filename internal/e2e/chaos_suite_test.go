@@ -39,9 +39,9 @@ func chaosSizes() chaosSize {
 			zombieShort: 8, zombieLong: 8, restartLoad: 4 * time.Second, schedules: 50, schedPhase: 6 * time.Second,
 			diskLoad: 4 * time.Second, drainGrace: 10 * time.Second, inflight: 100, queued: 100}
 	}
-	return chaosSize{name: "small", stormTasks: 150, stormSleep: 20, stormKill: 600 * time.Millisecond,
-		zombieShort: 2, zombieLong: 2, restartLoad: 1500 * time.Millisecond, schedules: 5, schedPhase: 3 * time.Second,
-		diskLoad: 2 * time.Second, drainGrace: 4 * time.Second, inflight: 20, queued: 20}
+	return chaosSize{name: "small", stormTasks: 100, stormSleep: 20, stormKill: 500 * time.Millisecond,
+		zombieShort: 2, zombieLong: 2, restartLoad: time.Second, schedules: 5, schedPhase: 2 * time.Second,
+		diskLoad: time.Second, drainGrace: 3 * time.Second, inflight: 20, queued: 20}
 }
 
 // chaosStore is the store a scenario runs on: the embedded one (each
