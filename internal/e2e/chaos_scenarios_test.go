@@ -503,6 +503,13 @@ func chaosLeaderSchedules(t *testing.T, st chaosStore, sz chaosSize) (verdict, s
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
 	time.Sleep(2*lease + time.Second)
+	var others []*clusterNode
+	for _, n := range nodes {
+		if n != first {
+			others = append(others, n)
+		}
+	}
+	during := waitLeaderNode(t, ctx, others, 5*time.Second) // the stop outlasted the lease
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -570,8 +577,8 @@ func chaosLeaderSchedules(t *testing.T, st chaosStore, sz chaosSize) (verdict, s
 	if v.tasks < sz.schedules*3 {
 		t.Errorf("only %d fired runs: the schedules did not run", v.tasks)
 	}
-	return v, fmt.Sprintf("leader %s stopped %v, leader %s killed; %d fire times skipped (misfire)",
-		first.id, 2*lease+time.Second, second.id, skipped)
+	return v, fmt.Sprintf("leader %s stopped %v (%s took over), leader %s killed (%s took over); %d fire times skipped",
+		first.id, 2*lease+time.Second, during.id, second.id, third.id, skipped)
 }
 
 // mountTmpfs mounts a tmpfs of size at a new directory, unmounted when the

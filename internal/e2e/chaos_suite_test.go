@@ -17,7 +17,8 @@ import (
 // ROTA_CHAOS_ONLY, a regular expression, keeps the scenarios whose
 // "name/store" it matches (e.g. "zombie", "postgres").
 type chaosSize struct {
-	name string
+	name       string
+	sequential bool // run a scenario's stores one after the other, not side by side
 
 	stormTasks  int           // scenario 1: tasks run through the kill storm
 	stormSleep  int           // scenario 1: each execution's sleep, ms
@@ -35,13 +36,13 @@ type chaosSize struct {
 
 func chaosSizes() chaosSize {
 	if os.Getenv("ROTA_CHAOS") == "full" {
-		return chaosSize{name: "full", stormTasks: 2000, stormSleep: 50, stormKill: time.Second,
-			zombieShort: 8, zombieLong: 8, restartLoad: 4 * time.Second, schedules: 50, schedPhase: 6 * time.Second,
+		return chaosSize{name: "full", sequential: true, stormTasks: 2000, stormSleep: 50, stormKill: time.Second,
+			zombieShort: 8, zombieLong: 8, restartLoad: 8 * time.Second, schedules: 100, schedPhase: 8 * time.Second,
 			diskLoad: 4 * time.Second, drainGrace: 10 * time.Second, inflight: 100, queued: 100}
 	}
 	return chaosSize{name: "small", stormTasks: 100, stormSleep: 20, stormKill: 500 * time.Millisecond,
 		zombieShort: 2, zombieLong: 2, restartLoad: time.Second, schedules: 5, schedPhase: 2 * time.Second,
-		diskLoad: time.Second, drainGrace: 3 * time.Second, inflight: 20, queued: 20}
+		diskLoad: time.Second, drainGrace: 5 * time.Second, inflight: 20, queued: 20}
 }
 
 // chaosStore is the store a scenario runs on: the embedded one (each
@@ -123,36 +124,44 @@ func TestChaosSuite(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ROTA_CHAOS_ONLY: %v", err)
 	}
-	run := func(name string, st chaosStore, f chaosScenario) {
-		if !only.MatchString(name + "/" + st.name) {
-			return
+	// run runs a scenario on each of stores: one after the other at full
+	// size, side by side at the small size (CI's time budget).
+	run := func(name string, f chaosScenario, stores ...chaosStore) {
+		var keep []chaosStore
+		for _, st := range stores {
+			if only.MatchString(name + "/" + st.name) {
+				keep = append(keep, st)
+			}
 		}
-		var (
-			v    verdict
-			note string
-		)
-		began := time.Now()
-		ok := t.Run(name+"/"+st.name, func(t *testing.T) { v, note = f(t, st.withSchema(), sz) })
-		if note != "" {
-			note += ", "
-		}
-		note += time.Since(began).Round(100 * time.Millisecond).String()
-		rows = append(rows, chaosRow{scenario: name, store: st.name, verdict: v, passed: ok, note: note})
+		out := make([]chaosRow, len(keep))
+		t.Run(name, func(t *testing.T) {
+			for i, st := range keep {
+				t.Run(st.name, func(t *testing.T) {
+					if !sz.sequential {
+						t.Parallel()
+					}
+					began := time.Now()
+					defer func() { // also after a t.Fatal
+						note := out[i].note
+						if note != "" {
+							note += ", "
+						}
+						out[i].note = note + time.Since(began).Round(100*time.Millisecond).String()
+						out[i].passed = !t.Failed()
+					}()
+					out[i] = chaosRow{scenario: name, store: st.name}
+					out[i].verdict, out[i].note = f(t, st.withSchema(), sz)
+				})
+			}
+		})
+		rows = append(rows, out...)
 	}
-	for _, st := range []chaosStore{embedded, postgres} {
-		run("1-kill-storm", st, chaosKillStorm)
-	}
-	for _, st := range []chaosStore{embedded, postgres} {
-		run("2-zombie-worker", st, chaosZombie)
-	}
-	for _, st := range []chaosStore{embedded, postgres} {
-		run("3-store-restart", st, chaosStoreRestart)
-	}
-	run("4-leader-schedules", postgres, chaosLeaderSchedules)
-	run("5-disk-full", embedded, chaosDiskFull)
-	for _, st := range []chaosStore{embedded, postgres} {
-		run("6-graceful-shutdown", st, chaosGracefulShutdown)
-	}
+	run("1-kill-storm", chaosKillStorm, embedded, postgres)
+	run("2-zombie-worker", chaosZombie, embedded, postgres)
+	run("3-store-restart", chaosStoreRestart, embedded, postgres)
+	run("4-leader-schedules", chaosLeaderSchedules, postgres)
+	run("5-disk-full", chaosDiskFull, embedded)
+	run("6-graceful-shutdown", chaosGracefulShutdown, embedded, postgres)
 	table := chaosTable(sz.name, rows)
 	t.Logf("\n%s(took %v)", table, time.Since(start).Round(time.Second))
 	for _, r := range rows {
