@@ -57,9 +57,8 @@ func chaosKillStorm(t *testing.T, st chaosStore, sz chaosSize) (verdict, string)
 	const kind = "storm"
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	addr := freePort(t)
+	addr := st.startNode(t, t.TempDir(), "storm-1").addr
 	base := "http://" + addr
-	st.startNode(t, addr, t.TempDir(), "storm-1")
 	c := newClient(t, addr)
 	led := ledgerPath(t)
 	ids := submitBatch(t, ctx, base, kind, sz.stormTasks,
@@ -205,9 +204,8 @@ func chaosZombie(t *testing.T, st chaosStore, sz chaosSize) (verdict, string) {
 	interval := hb * time.Second / 3
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	addr := freePort(t)
+	addr := st.startNode(t, t.TempDir(), "zombie-1").addr
 	base := "http://" + addr
-	st.startNode(t, addr, t.TempDir(), "zombie-1")
 	c := newClient(t, addr)
 	proxy := &recProxy{target: base, client: &http.Client{}}
 	ps := httptest.NewServer(proxy)
@@ -371,8 +369,9 @@ func chaosStoreRestart(t *testing.T, st chaosStore, sz chaosSize) (verdict, stri
 	addrs, dirs := make([]string, nodes), make([]string, nodes)
 	procs := make([]*proc, nodes)
 	for i := range nodes {
-		addrs[i], dirs[i] = freePort(t), t.TempDir()
-		procs[i] = st.startNode(t, addrs[i], dirs[i], fmt.Sprintf("restart-%d", i))
+		dirs[i] = t.TempDir()
+		procs[i] = st.startNode(t, dirs[i], fmt.Sprintf("restart-%d", i))
+		addrs[i] = procs[i].addr
 	}
 	led := ledgerPath(t)
 	var workerIDs []string
@@ -395,7 +394,7 @@ func chaosStoreRestart(t *testing.T, st chaosStore, sz chaosSize) (verdict, stri
 	} else {
 		procs[0].kill()
 		time.Sleep(300 * time.Millisecond)
-		procs[0] = st.startNode(t, addrs[0], dirs[0], "restart-0")
+		procs[0] = st.restartNode(t, addrs[0], dirs[0], "restart-0")
 	}
 	backAt := time.Now()
 	// Every node acknowledges submits again, without being restarted (on
@@ -477,8 +476,9 @@ func chaosLeaderSchedules(t *testing.T, st chaosStore, sz chaosSize) (verdict, s
 	workers := map[*clusterNode]*proc{}
 	for i := range 3 {
 		id := fmt.Sprintf("tick-%d", i)
-		addr := freePort(t)
-		n := &clusterNode{id: id, addr: addr, p: st.startNode(t, addr, t.TempDir(), id, "--log-format", "json", "--log-level", "info")}
+		p := st.startNode(t, t.TempDir(), id, "--log-format", "json", "--log-level", "info")
+		addr := p.addr
+		n := &clusterNode{id: id, addr: addr, p: p}
 		nodes = append(nodes, n)
 		workers[n] = startLedgerWorker(t, "http://"+addr, "w-"+id, kind, 16, led, nil, "--grace", "1s", "--kill-grace", "1s")
 	}
@@ -640,8 +640,8 @@ func chaosDiskFull(t *testing.T, st chaosStore, sz chaosSize) (verdict, string) 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := mountTmpfs(t, "32m")
-	addr := freePort(t)
-	srv := st.startNode(t, addr, filepath.Join(dir, "data"), "disk-1")
+	srv := st.startNode(t, filepath.Join(dir, "data"), "disk-1")
+	addr := srv.addr
 	led := ledgerPath(t) // on the real disk
 	startLedgerWorker(t, "http://"+addr, "disk-w", kind, 8, led, nil)
 	subs := startSubmitters(ctx, 2, []string{addr}, kind, map[string]any{"heartbeat_timeout_seconds": 5, "max_retries": 30})
@@ -716,9 +716,8 @@ func chaosGracefulShutdown(t *testing.T, st chaosStore, sz chaosSize) (verdict, 
 	shortMS := int(grace.Milliseconds() * 6 / 10)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	addr := freePort(t)
+	addr := st.startNode(t, t.TempDir(), "drain-1").addr
 	base := "http://" + addr
-	st.startNode(t, addr, t.TempDir(), "drain-1")
 	c := newClient(t, addr)
 	led := ledgerPath(t)
 	short := sz.inflight / 2

@@ -3,6 +3,7 @@ package e2e
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -71,11 +72,28 @@ func (s chaosStore) serverArgs(nodeID string) []string {
 	return args
 }
 
-// startNode starts a server of this store on addr (its embedded data in
-// dir).
-func (s chaosStore) startNode(t *testing.T, addr, dir, nodeID string, extra ...string) *proc {
+// startNode starts a server of this store on a free port (its embedded
+// data in dir): another port if a parallel test took the first one before
+// the server bound it.
+func (s chaosStore) startNode(t *testing.T, dir, nodeID string, extra ...string) *proc {
 	t.Helper()
-	return startServer(t, addr, dir, append(s.serverArgs(nodeID), extra...)...)
+	for range 5 {
+		p, err := tryStartServer(t, freePort(t), dir, append(s.serverArgs(nodeID), extra...)...)
+		if err == nil {
+			return p
+		}
+		if !errors.Is(err, errAddrInUse) {
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("no free port for node %s after 5 tries", nodeID)
+	return nil
+}
+
+// restartNode starts a server of this store again on addr.
+func (s chaosStore) restartNode(t *testing.T, addr, dir, nodeID string) *proc {
+	t.Helper()
+	return startServer(t, addr, dir, s.serverArgs(nodeID)...)
 }
 
 // chaosRow is one line of the suite's table.
