@@ -51,7 +51,8 @@ func (l *ledger) count(what, worker string, since time.Time) int {
 }
 
 // chaosKillStorm is scenario 1: three workers, one of them killed with
-// SIGKILL (and replaced) every stormKill until every task is done. Every
+// SIGKILL (and replaced) every stormKill, stormKills times or until every
+// task is done. Every
 // task ends SUCCESS; every extra execution belongs to a run that lapsed.
 func chaosKillStorm(t *testing.T, st chaosStore, sz chaosSize) (verdict, string) {
 	const kind = "storm"
@@ -73,7 +74,7 @@ func chaosKillStorm(t *testing.T, st chaosStore, sz chaosSize) (verdict, string)
 	kills := 0
 	var killer sync.WaitGroup
 	killer.Go(func() {
-		for i := 0; ; i++ {
+		for i := range sz.stormKills {
 			select {
 			case <-stop:
 				return
@@ -289,8 +290,9 @@ type submitter struct {
 	wg      sync.WaitGroup
 }
 
-// startSubmitters starts n goroutines submitting to addrs.
-func startSubmitters(ctx context.Context, n int, addrs []string, kind string, opts map[string]any) *submitter {
+// startSubmitters starts n goroutines submitting to addrs, each pausing
+// after an acknowledged submit.
+func startSubmitters(ctx context.Context, n int, pause time.Duration, addrs []string, kind string, opts map[string]any) *submitter {
 	s := &submitter{lastAck: map[string]time.Time{}, codes: map[int]int{}, stop: make(chan struct{})}
 	for g := range n {
 		s.wg.Go(func() {
@@ -325,7 +327,7 @@ func startSubmitters(ctx context.Context, n int, addrs []string, kind string, op
 				if err != nil || code != 200 {
 					time.Sleep(50 * time.Millisecond) // not acknowledged: the server or its store is down
 				} else {
-					time.Sleep(10 * time.Millisecond) // a steady load the workers keep up with
+					time.Sleep(pause) // a steady load the workers keep up with
 				}
 			}
 		})
@@ -379,10 +381,10 @@ func chaosStoreRestart(t *testing.T, st chaosStore, sz chaosSize) (verdict, stri
 		for j := range 2 {
 			id := fmt.Sprintf("restart-w%d-%d", i, j)
 			workerIDs = append(workerIDs, id)
-			startLedgerWorker(t, "http://"+addrs[i], id, kind, 8, led, nil)
+			startLedgerWorker(t, "http://"+addrs[i], id, kind, 16, led, nil)
 		}
 	}
-	subs := startSubmitters(ctx, 4, addrs, kind, map[string]any{"heartbeat_timeout_seconds": 3, "max_retries": 30})
+	subs := startSubmitters(ctx, 2, 50*time.Millisecond, addrs, kind, map[string]any{"heartbeat_timeout_seconds": 3, "max_retries": 30})
 	defer subs.halt()
 	time.Sleep(sz.restartLoad)
 
@@ -643,8 +645,8 @@ func chaosDiskFull(t *testing.T, st chaosStore, sz chaosSize) (verdict, string) 
 	srv := st.startNode(t, filepath.Join(dir, "data"), "disk-1")
 	addr := srv.addr
 	led := ledgerPath(t) // on the real disk
-	startLedgerWorker(t, "http://"+addr, "disk-w", kind, 8, led, nil)
-	subs := startSubmitters(ctx, 2, []string{addr}, kind, map[string]any{"heartbeat_timeout_seconds": 5, "max_retries": 30})
+	startLedgerWorker(t, "http://"+addr, "disk-w", kind, 16, led, nil)
+	subs := startSubmitters(ctx, 2, 50*time.Millisecond, []string{addr}, kind, map[string]any{"heartbeat_timeout_seconds": 5, "max_retries": 30})
 	defer subs.halt()
 	time.Sleep(time.Second)
 

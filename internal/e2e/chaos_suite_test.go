@@ -23,7 +23,8 @@ type chaosSize struct {
 
 	stormTasks  int           // scenario 1: tasks run through the kill storm
 	stormSleep  int           // scenario 1: each execution's sleep, ms
-	stormKill   time.Duration // scenario 1: a worker killed this often
+	stormKill   time.Duration // scenario 1: a worker killed this often…
+	stormKills  int           // scenario 1: …this many times at most
 	zombieShort int           // scenario 2: zombie's runs that finish while it is stopped
 	zombieLong  int           // scenario 2: zombie's runs still running when it wakes
 	restartLoad time.Duration // scenario 3: submitting before, and again after, the restart
@@ -37,11 +38,11 @@ type chaosSize struct {
 
 func chaosSizes() chaosSize {
 	if os.Getenv("ROTA_CHAOS") == "full" {
-		return chaosSize{name: "full", sequential: true, stormTasks: 2000, stormSleep: 50, stormKill: time.Second,
+		return chaosSize{name: "full", sequential: true, stormTasks: 2000, stormSleep: 50, stormKill: time.Second, stormKills: 40,
 			zombieShort: 8, zombieLong: 8, restartLoad: 8 * time.Second, schedules: 100, schedPhase: 8 * time.Second,
 			diskLoad: 4 * time.Second, drainGrace: 10 * time.Second, inflight: 100, queued: 100}
 	}
-	return chaosSize{name: "small", stormTasks: 100, stormSleep: 20, stormKill: 500 * time.Millisecond,
+	return chaosSize{name: "small", stormTasks: 100, stormSleep: 20, stormKill: 500 * time.Millisecond, stormKills: 6,
 		zombieShort: 2, zombieLong: 2, restartLoad: time.Second, schedules: 5, schedPhase: 2 * time.Second,
 		diskLoad: time.Second, drainGrace: 5 * time.Second, inflight: 20, queued: 20}
 }
