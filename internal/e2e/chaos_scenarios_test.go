@@ -774,8 +774,9 @@ func chaosGracefulShutdown(t *testing.T, st chaosStore, sz chaosSize) (verdict, 
 			}
 		}
 		switch {
+		case i >= sz.inflight && aRun != nil:
+			t.Errorf("task %s, submitted after drain-a's SIGTERM, was claimed by drain-a", id)
 		case i >= sz.inflight:
-			// Submitted after the stop.
 		case aRun == nil:
 			t.Errorf("task %s has no run by drain-a", id)
 		case i < short && aRun.Status != rota.StatusSuccess:
