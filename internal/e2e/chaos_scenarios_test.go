@@ -438,14 +438,19 @@ func chaosStoreRestart(t *testing.T, st chaosStore, sz chaosSize) (verdict, stri
 }
 
 // findLeader polls the reachable nodes until one reports a leader among
-// nodes; nil and the nodes' last cluster views if none does within.
-func findLeader(ctx context.Context, nodes []*clusterNode, within time.Duration) (*clusterNode, string) {
+// nodes; nil and the nodes' last cluster views if none does within. A
+// node that sees two leaders fails the test.
+func findLeader(t *testing.T, ctx context.Context, nodes []*clusterNode, within time.Duration) (*clusterNode, string) {
+	t.Helper()
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		for _, n := range nodes {
-			id, _, err := leaderOf(ctx, n)
+			id, count, err := leaderOf(ctx, n)
 			if err != nil {
 				continue
+			}
+			if count > 1 {
+				t.Errorf("%s sees %d leaders at once", n.id, count)
 			}
 			for _, m := range nodes {
 				if m.id == id {
@@ -466,7 +471,7 @@ func findLeader(ctx context.Context, nodes []*clusterNode, within time.Duration)
 // waitLeaderNode is findLeader failing the test when no node leads.
 func waitLeaderNode(t *testing.T, ctx context.Context, nodes []*clusterNode, within time.Duration) *clusterNode {
 	t.Helper()
-	n, views := findLeader(ctx, nodes, within)
+	n, views := findLeader(t, ctx, nodes, within)
 	if n == nil {
 		t.Fatalf("no leader among the nodes after %v; their views:\n%s", within, views)
 	}
@@ -554,7 +559,7 @@ func chaosLeaderSchedules(t *testing.T, st chaosStore, sz chaosSize) (verdict, s
 	// sessions were doing (a frozen leader holding a lock, say); the
 	// verdict rests on the fire times, as issue 12 §6 asks.
 	tookOver := "nobody took over"
-	if n, views := findLeader(ctx, others, 5*time.Second); n != nil {
+	if n, views := findLeader(t, ctx, others, 5*time.Second); n != nil {
 		tookOver = n.id + " took over"
 	} else {
 		t.Logf("no leader among the other nodes while %s was stopped; their views:\n%s\nPostgreSQL sessions:\n%s",
