@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -88,13 +90,28 @@ func (p *proc) logBytes() []byte {
 // it answers.
 func startServer(t *testing.T, addr, dir string, extra ...string) *proc {
 	t.Helper()
+	p, err := tryStartServer(t, addr, dir, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// errAddrInUse is tryStartServer's error when another process took addr
+// between freePort and the server's bind.
+var errAddrInUse = errors.New("address already in use")
+
+// tryStartServer is startServer returning its failure; one to bind addr
+// matches errAddrInUse.
+func tryStartServer(t *testing.T, addr, dir string, extra ...string) (*proc, error) {
+	t.Helper()
 	args := append([]string{"server", "--listen", addr, "--data", dir, "--log-level", "warn"}, extra...)
 	cmd := exec.Command(rotaBinary(t), args...)
 	log := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	p := &proc{cmd: cmd, addr: addr, log: log, done: make(chan struct{})}
 	go func() { cmd.Wait(); close(p.done) }()
@@ -105,17 +122,19 @@ func startServer(t *testing.T, addr, dir string, extra ...string) *proc {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return p
+				return p, nil
 			}
 		}
 		select {
 		case <-p.done:
-			t.Fatalf("rota server exited early: %s", log.String())
+			if strings.Contains(log.String(), "address already in use") {
+				return nil, fmt.Errorf("rota server on %s: %w", addr, errAddrInUse)
+			}
+			return nil, fmt.Errorf("rota server exited early: %s", log.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	t.Fatalf("rota server did not answer on %s: %s", addr, log.String())
-	return nil
+	return nil, fmt.Errorf("rota server did not answer on %s: %s", addr, log.String())
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
