@@ -52,3 +52,19 @@ func InsertGroup(s *Store, ctx context.Context, reqs [][]store.TaskInsertParams)
 	}
 	return outs, errs
 }
+
+// HoldLeaderRowIdle begins a transaction on one of s's own connections,
+// locks the leader row FOR SHARE as a fenced write does, and leaves it
+// open and idle, as a process stopped mid-write would. The returned func
+// ends it (rollback) if the server has not already done so.
+func HoldLeaderRowIdle(s *Store, ctx context.Context) (end func(), err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, `SELECT term FROM leader WHERE id = 1 FOR SHARE`); err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, err
+	}
+	return func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }, nil
+}

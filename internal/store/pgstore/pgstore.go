@@ -228,6 +228,16 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		// claimed tasks' dead entries wait for vacuum.
 		rt["plan_cache_mode"] = "force_generic_plan"
 	}
+	if rt["idle_in_transaction_session_timeout"] == "" {
+		// Every transaction of the store runs its statements back to back.
+		// One left open by a process that stopped mid-transaction (SIGSTOP,
+		// a frozen VM) would hold its row locks for as long as the TCP
+		// connection lives: the leader row's FOR SHARE lock of a fenced
+		// write would then block every election until the process resumed.
+		// PostgreSQL ends such a session after this long, its transaction
+		// rolled back, so another node can take over.
+		rt["idle_in_transaction_session_timeout"] = "5s"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open pool: %w", err)
