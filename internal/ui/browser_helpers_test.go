@@ -133,13 +133,22 @@ func (tb *tab) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	defer cancel()
 	var err error
 	for range 5 {
-		if err = chromedp.Do(ctx, actions...); err == nil || !strings.Contains(err.Error(), "Could not find node with given id") {
+		if err = chromedp.Do(ctx, actions...); err == nil || !nodeReplaced(err) {
 			break
 		}
 	}
 	if err != nil {
 		tb.t.Fatalf("%s: %v\n(console: %v)", what, err, tb.consoleProblems())
 	}
+}
+
+// nodeReplaced reports whether err says that a node the actions held was
+// gone: a live update re-rendered it between the query and the action
+// (DevTools words it two ways), so nothing happened and the actions may
+// run again.
+func nodeReplaced(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Could not find node with given id") || strings.Contains(msg, "No node with given id found")
 }
 
 // open loads path and waits until the page shows ready (a CSS selector).
