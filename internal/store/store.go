@@ -31,10 +31,16 @@ type Store interface {
 	AccessStore
 
 	// TaskInsert stores a new task in SCHEDULED with RunAt = params.RunAt.
-	// When params.Key is set and an unfinished task (not terminal) of the same
-	// kind and key exists, nothing is inserted and that task is returned with
-	// Existing = true. Concurrent inserts of the same kind+key yield exactly
-	// one task. The kind is created with default settings if unknown.
+	// When params.Key is set and a task of the same kind holds that key —
+	// unfinished or finished: a key is free again only once its task is
+	// deleted (TaskCleanup) — nothing is inserted and that task is returned
+	// with Existing = true. With RerunIfFinished, a finished holder is made
+	// claimable again under its own id (Rerun = true): its runs are cleared,
+	// its counters reset and its RunAt is params.RunAt; its definition
+	// (payload, priority, options) is kept. An unfinished holder is never
+	// disturbed. Concurrent inserts of the same kind+key yield exactly one
+	// task, and concurrent reruns of one finished task exactly one rerun.
+	// The kind is created with default settings if unknown.
 	TaskInsert(ctx context.Context, p TaskInsertParams) (TaskInsertResult, error)
 
 	// TaskInsertMany inserts several tasks in one transaction with the same
@@ -214,12 +220,16 @@ type TaskInsertParams struct {
 	ScheduleID              string
 	FireTime                time.Time
 	Now                     time.Time // CreatedAt
+	// RerunIfFinished: when Key is held by a finished task, run that task
+	// again (see TaskInsert) rather than answer it as it is.
+	RerunIfFinished bool
 }
 
 // TaskInsertResult is the outcome of one insert.
 type TaskInsertResult struct {
 	Task     *rota.Task // without Runs
-	Existing bool       // an unfinished task with the same kind+key was returned
+	Existing bool       // the task holding the same kind+key was returned, nothing inserted
+	Rerun    bool       // that task was finished and is claimable again (RerunIfFinished); Existing too
 }
 
 // TaskListParams filters and pages TaskList.

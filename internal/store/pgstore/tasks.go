@@ -160,11 +160,11 @@ func (s *Store) TaskInsert(ctx context.Context, p store.TaskInsertParams) (store
 const insertTaskSQL = `INSERT INTO tasks (id, kind, level, payload, key, status, max_retries, workers, worker_ids,
 	timeout_s, hb_timeout_s, created_at, run_at, schedule_id, fire_time, updated_at)
 	VALUES ($1, $2, $3, $4::json, $5, 'SCHEDULED', $6, $7, $8, $9, $10, $11, $12, $13, $14, $11)
-	ON CONFLICT (kind, key) WHERE key IS NOT NULL AND NOT done DO NOTHING`
+	ON CONFLICT (kind, key) WHERE key IS NOT NULL AND key_held DO NOTHING`
 
 // maxKeyRetries bounds the insert-or-fetch loop of a keyed insert: the
-// unfinished task holding the key may finish between our insert attempt
-// and our read of it, which then finds nothing and inserts again.
+// task holding the key may be cleaned between our insert attempt and our
+// read of it, which then finds nothing and inserts again.
 const maxKeyRetries = 16
 
 // TaskInsertMany implements store.Store. Small requests of unkeyed tasks
@@ -182,9 +182,10 @@ func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams)
 }
 
 // insertTx inserts ps in one transaction. The tasks are inserted in one
-// pipelined batch; those whose key is taken by an unfinished task (ON
-// CONFLICT DO NOTHING on tasks_open_key) are then fetched, or inserted again
-// if that task finished meanwhile. A concurrent insert of the same key waits
+// pipelined batch; those whose key is held by a task (ON CONFLICT DO
+// NOTHING on tasks_held_key) are then fetched — and run again when
+// finished and asked to — or inserted again if that task was cleaned
+// meanwhile. A concurrent insert of the same key waits
 // on the index entry of the other until that commits or rolls back, so
 // exactly one task results.
 func (s *Store) insertTx(ctx context.Context, ps []store.TaskInsertParams) ([]store.TaskInsertResult, error) {
@@ -247,7 +248,7 @@ func (s *Store) insertTx(ctx context.Context, ps []store.TaskInsertParams) ([]st
 			out[i] = r
 		}
 		for i, p := range ps {
-			if !out[i].Existing {
+			if !out[i].Existing || out[i].Rerun {
 				t.notify(p.Kind, ms(out[i].Task.RunAt), ms(p.Now))
 			}
 		}
@@ -325,16 +326,24 @@ func insertedTask(p store.TaskInsertParams) *rota.Task {
 	}
 }
 
-// insertKeyed returns the unfinished task holding p's key, or inserts p if
-// there is none any more.
+// insertKeyed returns the task holding p's key (run again if finished and
+// p.RerunIfFinished), or inserts p if there is none any more.
 func insertKeyed(ctx context.Context, t *txn, p store.TaskInsertParams) (store.TaskInsertResult, error) {
+	lookup := `SELECT ` + taskCols + ` FROM tasks WHERE kind = $1 AND key = $2 AND key_held`
+	if p.RerunIfFinished {
+		// Locked: of concurrent reruns one applies, the others then read
+		// the task unfinished.
+		lookup += ` FOR UPDATE`
+	}
 	for range maxKeyRetries {
 		var row *taskRow
 		err := t.queryRow(ctx, func(r pgx.Row) (err error) {
 			row, err = scanTask(r)
 			return err
-		}, `SELECT `+taskCols+` FROM tasks WHERE kind = $1 AND key = $2 AND NOT done`, p.Kind, p.Key)
+		}, lookup, p.Kind, p.Key)
 		switch {
+		case err == nil && row.Done && p.RerunIfFinished:
+			return rerunTask(ctx, t, row, p)
 		case err == nil:
 			return store.TaskInsertResult{Task: &row.Task, Existing: true}, nil
 		case !errors.Is(err, pgx.ErrNoRows):
@@ -353,6 +362,33 @@ func insertKeyed(ctx context.Context, t *txn, p store.TaskInsertParams) (store.T
 		}
 	}
 	return store.TaskInsertResult{}, rota.Errorf(rota.CodeUnavailable, "key %q of kind %s keeps changing hands; try again", p.Key, p.Kind)
+}
+
+// rerunTask makes the finished (and locked) task row claimable again under
+// its id for insert p: its runs are deleted and it starts afresh.
+func rerunTask(ctx context.Context, t *txn, row *taskRow, p store.TaskInsertParams) (store.TaskInsertResult, error) {
+	now := ms(p.Now)
+	runAt := ms(p.RunAt)
+	if runAt == 0 {
+		runAt = now
+	}
+	t.queue(`DELETE FROM runs WHERE task_id = $1`, row.ID)
+	t.queue(`UPDATE tasks SET status = 'SCHEDULED', avail = true, held = false, attempt = 0, failures = 0,
+		successes = 0, running = 0, holders = '{}', stop_requested = false, run_at = $2, start_time = 0,
+		end_time = 0, worker_address = '', message = '', result = NULL, skip_reason = '', updated_at = $3
+		WHERE id = $1`, row.ID, runAt, now)
+	if err := t.flush(ctx); err != nil {
+		return store.TaskInsertResult{}, fmt.Errorf("rerun task %s: %w", row.ID, err)
+	}
+	var again *taskRow
+	err := t.queryRow(ctx, func(r pgx.Row) (err error) {
+		again, err = scanTask(r)
+		return err
+	}, `SELECT `+taskCols+` FROM tasks WHERE id = $1`, row.ID)
+	if err != nil {
+		return store.TaskInsertResult{}, fmt.Errorf("read rerun task %s: %w", row.ID, err)
+	}
+	return store.TaskInsertResult{Task: &again.Task, Existing: true, Rerun: true}, nil
 }
 
 // TaskGet implements store.Store.

@@ -112,8 +112,10 @@ func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams)
 
 func insertTask(ctx context.Context, tx *wtx, p store.TaskInsertParams) (store.TaskInsertResult, error) {
 	if p.Key != "" {
-		t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE kind = ? AND key = ? AND done = 0`, p.Kind, p.Key))
+		t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE kind = ? AND key = ? AND key_held = 1`, p.Kind, p.Key))
 		switch {
+		case err == nil && t.Done && p.RerunIfFinished:
+			return rerunTask(ctx, tx, t, p)
 		case err == nil:
 			return store.TaskInsertResult{Task: &t.Task, Existing: true}, nil
 		case !errors.Is(err, sql.ErrNoRows):
@@ -144,6 +146,30 @@ func insertTask(ctx context.Context, tx *wtx, p store.TaskInsertParams) (store.T
 		CreatedAt: tm(now), RunAt: tm(runAt), ScheduleID: p.ScheduleID, FireTime: tm(ms(p.FireTime)),
 	}
 	return store.TaskInsertResult{Task: t}, nil
+}
+
+// rerunTask makes the finished task t claimable again under its id for
+// insert p (RerunIfFinished): its runs are deleted and it starts afresh.
+func rerunTask(ctx context.Context, tx *wtx, t *taskRow, p store.TaskInsertParams) (store.TaskInsertResult, error) {
+	now := ms(p.Now)
+	runAt := ms(p.RunAt)
+	if runAt == 0 {
+		runAt = now
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE task_id = ?`, t.ID); err != nil {
+		return store.TaskInsertResult{}, fmt.Errorf("sqlitestore: rerun %s: clear runs: %w", t.ID, err)
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'SCHEDULED', done = 0, avail = 1, held = 0, attempt = 0,
+		failures = 0, successes = 0, running = 0, stop_requested = 0, run_at = ?, start_time = 0, end_time = 0,
+		worker_address = '', message = '', result = NULL, skip_reason = '', updated_at = ? WHERE id = ?`, runAt, now, t.ID)
+	if err != nil {
+		return store.TaskInsertResult{}, fmt.Errorf("sqlitestore: rerun %s: %w", t.ID, err)
+	}
+	r, err := getTask(ctx, tx, t.ID)
+	if err != nil {
+		return store.TaskInsertResult{}, err
+	}
+	return store.TaskInsertResult{Task: &r.Task, Existing: true, Rerun: true}, nil
 }
 
 // ensureKind creates kind with default settings if it does not exist.

@@ -434,8 +434,9 @@ func keyedWhileUnfinished() []keyedState {
 	}
 }
 
-// keyedAfterFinished lists the ends of a keyed task that free its key: a
-// second insert with the key makes a new task.
+// keyedAfterFinished lists the ends of a keyed task. A finished task
+// still holds its key (until it is cleaned): a second insert with the key
+// returns it, or runs it again when asked to (RerunIfFinished).
 func keyedAfterFinished() []keyedState {
 	return []keyedState{
 		{"SUCCESS", rota.StatusSuccess, func(f *Fixture, _ string) {
@@ -458,9 +459,16 @@ func testIdempotency(t *testing.T, ns newStoreFunc) {
 	for _, c := range keyedWhileUnfinished() {
 		parallel(t, ns, "ExistingWhile"+c.name, func(t *testing.T, f *Fixture) { idempotencyExistingWhile(t, f, c.setup) })
 	}
-	for _, c := range keyedAfterFinished() {
-		parallel(t, ns, "NewAfter"+c.name, func(t *testing.T, f *Fixture) { idempotencyNewAfter(t, f, c.status, c.setup) })
+	for _, c := range keyedWhileUnfinished() {
+		parallel(t, ns, "RerunLeaves"+c.name, func(t *testing.T, f *Fixture) { idempotencyRerunLeavesUnfinished(t, f, c.setup) })
 	}
+	for _, c := range keyedAfterFinished() {
+		parallel(t, ns, "ExistingAfter"+c.name, func(t *testing.T, f *Fixture) { idempotencyExistingAfter(t, f, c.status, c.setup) })
+		parallel(t, ns, "RerunAfter"+c.name, func(t *testing.T, f *Fixture) { idempotencyRerunAfter(t, f, c.status, c.setup) })
+	}
+	parallel(t, ns, "FreeAfterCleanup", idempotencyFreeAfterCleanup)
+	parallel(t, ns, "RerunInBatch", idempotencyRerunInBatch)
+	parallel(t, ns, "RerunConcurrent", idempotencyRerunConcurrent)
 
 	parallel(t, ns, "KeyIsPerKind", idempotencyKeyIsPerKind)
 
@@ -499,30 +507,179 @@ func idempotencyExistingWhile(t *testing.T, f *Fixture, setup func(f *Fixture, i
 	}
 }
 
-// idempotencyNewAfter checks that a second insert with a key makes a new
-// task once finish ended the first with status.
-func idempotencyNewAfter(t *testing.T, f *Fixture, status rota.Status, finish func(f *Fixture, id string)) {
+// idempotencyExistingAfter checks that a finished task keeps its key: a
+// second insert with the key returns it as it is, with no new task or run.
+func idempotencyExistingAfter(t *testing.T, f *Fixture, status rota.Status, finish func(f *Fixture, id string)) {
 	first := f.Insert(keyed(f, kindK, "x", 0))
 	finish(f, first.ID)
-	wantStatus(t, f.Get(first.ID), status)
+	before := f.Get(first.ID)
+	wantStatus(t, before, status)
 
 	p := keyed(f, kindK, "x", 60)
 	res, err := f.Store.TaskInsert(f.Ctx(), p)
 	if err != nil {
 		t.Fatalf("TaskInsert after the keyed task ended: %v", err)
 	}
-	if res.Existing || res.Task.ID != p.ID {
-		t.Fatalf("TaskInsert after the keyed task ended %s: Existing %v id %s, want a new task %s", status, res.Existing, res.Task.ID, p.ID)
+	if !res.Existing || res.Rerun || res.Task.ID != first.ID {
+		t.Fatalf("TaskInsert after the keyed task ended %s: Existing %v Rerun %v id %s, want existing %s", status, res.Existing, res.Rerun, res.Task.ID, first.ID)
 	}
-	diff(t, "new keyed task", inserted(p), f.Get(p.ID))
-	wantStatus(t, f.Get(first.ID), status)
-	diff(t, "tasks with key x", []string{p.ID, first.ID}, ids(f.ListAll(store.TaskListParams{Key: "x"})))
+	if res.Task.Status != status {
+		t.Fatalf("existing task status %s, want %s", res.Task.Status, status)
+	}
+	_, err = f.Store.TaskGet(f.Ctx(), p.ID)
+	wantErr(t, "TaskGet of the id of a deduplicated insert", err, rota.ErrNotFound)
+	diff(t, "finished task after a duplicate insert", before, f.Get(first.ID))
+	diff(t, "tasks with key x", []string{first.ID}, ids(f.ListAll(store.TaskListParams{Key: "x"})))
+	if got := f.Claim("w2", f.At(sec(61)), 10, kindK); len(got.Runs) != 0 {
+		t.Fatalf("claim after a duplicate insert of a finished key: %d runs, want none", len(got.Runs))
+	}
+}
 
-	// And the new one is itself the unfinished holder of the key.
-	again := keyed(f, kindK, "x", 70)
-	res, err = f.Store.TaskInsert(f.Ctx(), again)
-	if err != nil || !res.Existing || res.Task.ID != p.ID {
-		t.Fatalf("third insert of key x: err %v, existing %v, id %v; want existing %s", err, res.Existing, res.Task, p.ID)
+// idempotencyRerunAfter checks that RerunIfFinished makes the finished task
+// holding the key claimable again under its id: runs cleared, counters
+// reset, due at the insert's RunAt, its definition kept.
+func idempotencyRerunAfter(t *testing.T, f *Fixture, status rota.Status, finish func(f *Fixture, id string)) {
+	first := f.Insert(keyed(f, kindK, "x", 0))
+	finish(f, first.ID)
+	wantStatus(t, f.Get(first.ID), status)
+
+	p := keyed(f, kindK, "x", 60)
+	p.RunAt = f.At(sec(65))
+	p.RerunIfFinished = true
+	res, err := f.Store.TaskInsert(f.Ctx(), p)
+	if err != nil {
+		t.Fatalf("TaskInsert with RerunIfFinished: %v", err)
+	}
+	if !res.Existing || !res.Rerun || res.Task.ID != first.ID {
+		t.Fatalf("rerun of a %s task: Existing %v Rerun %v id %s, want rerun of %s", status, res.Existing, res.Rerun, res.Task.ID, first.ID)
+	}
+	want := *first
+	want.RunAt = f.At(sec(65))
+	got := f.Get(first.ID)
+	diff(t, "rerun task (as returned)", want, *res.Task)
+	diff(t, "rerun task (as stored)", &want, got)
+	_, err = f.Store.TaskGet(f.Ctx(), p.ID)
+	wantErr(t, "TaskGet of the id of a rerun insert", err, rota.ErrNotFound)
+
+	if next, ok, err := f.Store.TaskNextRunAt(f.Ctx(), []string{kindK}, f.At(sec(60))); err != nil || !ok || !next.Equal(f.At(sec(65))) {
+		t.Fatalf("TaskNextRunAt after the rerun: %v %v %v, want %v", next, ok, err, f.At(sec(65)))
+	}
+	// The worker that ran it before may run it again; it succeeds afresh.
+	run := f.ClaimOne("w1", f.At(sec(66)), kindK)
+	if run.TaskID != first.ID {
+		t.Fatalf("claimed %s, want the rerun task %s", run.TaskID, first.ID)
+	}
+	f.Succeed("w1", run.RunID, f.At(sec(67)))
+	done := f.Get(first.ID)
+	wantStatus(t, done, rota.StatusSuccess)
+	if len(done.Runs) != 1 || done.Runs[0].Attempt != 1 {
+		t.Fatalf("runs after the rerun: %+v, want one, attempt 1", done.Runs)
+	}
+}
+
+// idempotencyRerunLeavesUnfinished checks that RerunIfFinished never
+// disturbs a task that is not finished: it is answered as it is.
+func idempotencyRerunLeavesUnfinished(t *testing.T, f *Fixture, setup func(f *Fixture, id string)) {
+	first := f.Insert(keyed(f, kindK, "x", 0))
+	setup(f, first.ID)
+	before := f.Get(first.ID)
+
+	p := keyed(f, kindK, "x", 60)
+	p.RerunIfFinished = true
+	res, err := f.Store.TaskInsert(f.Ctx(), p)
+	if err != nil {
+		t.Fatalf("TaskInsert with RerunIfFinished: %v", err)
+	}
+	if !res.Existing || res.Rerun || res.Task.ID != first.ID {
+		t.Fatalf("rerun while %s: Existing %v Rerun %v id %s, want existing %s untouched", before.Status, res.Existing, res.Rerun, res.Task.ID, first.ID)
+	}
+	diff(t, "unfinished task after a rerun insert", before, f.Get(first.ID))
+}
+
+// idempotencyFreeAfterCleanup checks that a key is free again once the
+// task holding it is cleaned by retention.
+func idempotencyFreeAfterCleanup(t *testing.T, f *Fixture) {
+	keep := 10
+	if _, err := f.Store.KindUpsert(f.Ctx(), store.KindUpsertParams{Name: kindK, RetentionSeconds: &keep}); err != nil {
+		t.Fatal(err)
+	}
+	first := f.Insert(keyed(f, kindK, "x", 0))
+	run := f.ClaimOne("w1", f.At(sec(1)), kindK)
+	f.Succeed("w1", run.RunID, f.At(sec(2)))
+	if n, err := f.Store.TaskCleanup(f.Ctx(), store.TaskCleanupParams{Now: f.At(sec(20)), Limit: 100}); err != nil || n != 1 {
+		t.Fatalf("TaskCleanup: %d, %v; want 1", n, err)
+	}
+	p := keyed(f, kindK, "x", 30)
+	res, err := f.Store.TaskInsert(f.Ctx(), p)
+	if err != nil || res.Existing || res.Task.ID != p.ID {
+		t.Fatalf("insert after the holder was cleaned: err %v existing %v id %v; want new %s", err, res.Existing, res.Task, p.ID)
+	}
+	_, err = f.Store.TaskGet(f.Ctx(), first.ID)
+	wantErr(t, "TaskGet of the cleaned task", err, rota.ErrNotFound)
+	diff(t, "new keyed task", inserted(p), f.Get(p.ID))
+}
+
+// idempotencyRerunInBatch checks reruns in one batch: the first item naming
+// a finished key reruns it, a later one finds it unfinished.
+func idempotencyRerunInBatch(t *testing.T, f *Fixture) {
+	first := f.Insert(keyed(f, kindK, "x", 0))
+	run := f.ClaimOne("w1", f.At(sec(1)), kindK)
+	f.Succeed("w1", run.RunID, f.At(sec(2)))
+	a := keyed(f, kindK, "x", 10)
+	a.RerunIfFinished = true
+	b := keyed(f, kindK, "x", 11)
+	b.RerunIfFinished = true
+	c := keyed(f, kindK, "y", 12)
+	c.RerunIfFinished = true
+	res, err := f.Store.TaskInsertMany(f.Ctx(), []store.TaskInsertParams{a, b, c})
+	if err != nil {
+		t.Fatalf("TaskInsertMany: %v", err)
+	}
+	type outcome struct {
+		ID              string
+		Existing, Rerun bool
+	}
+	got := make([]outcome, len(res))
+	for i, r := range res {
+		got[i] = outcome{r.Task.ID, r.Existing, r.Rerun}
+	}
+	diff(t, "batch outcomes", []outcome{{first.ID, true, true}, {first.ID, true, false}, {c.ID, false, false}}, got)
+	wantStatus(t, f.Get(first.ID), rota.StatusScheduled)
+}
+
+// idempotencyRerunConcurrent checks that concurrent reruns of one finished
+// task apply once: one caller is told Rerun, every caller gets the task.
+func idempotencyRerunConcurrent(t *testing.T, f *Fixture) {
+	first := f.Insert(keyed(f, kindK, "x", 0))
+	run := f.ClaimOne("w1", f.At(sec(1)), kindK)
+	f.Succeed("w1", run.RunID, f.At(sec(2)))
+	const n = 20
+	results := make([]store.TaskInsertResult, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		p := keyed(f, kindK, "x", 10+i)
+		p.RerunIfFinished = true
+		wg.Go(func() { results[i], errs[i] = f.Store.TaskInsert(f.Ctx(), p) })
+	}
+	wg.Wait()
+	reruns := 0
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatalf("insert %d: %v", i, errs[i])
+		}
+		if r.Task.ID != first.ID || !r.Existing {
+			t.Fatalf("insert %d: id %s existing %v, want existing %s", i, r.Task.ID, r.Existing, first.ID)
+		}
+		if r.Rerun {
+			reruns++
+		}
+	}
+	if reruns != 1 {
+		t.Fatalf("%d inserts reran the task, want exactly 1", reruns)
+	}
+	if got := f.Claim("w1", f.At(sec(40)), 10, kindK); len(got.Runs) != 1 {
+		t.Fatalf("claim after the reruns: %d runs, want 1", len(got.Runs))
 	}
 }
 

@@ -1,0 +1,65 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/sqlitestore"
+	"github.com/rotahq/rota/internal/store/storetest"
+)
+
+// TestMigrateKeyHeld checks the migration to keys held by finished tasks
+// on data of the schema before it, where finished tasks had freed their
+// key: of the tasks sharing a kind and key, the unfinished one holds it,
+// or else the newest; all keep their key for listing.
+func TestMigrateKeyHeld(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rota.db")
+	st, err := sqlitestore.New(ctx, sqlitestore.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	// Back to the schema before the migration, with the tasks it allowed.
+	err = sqlitestore.ExecForTest(ctx, path, `
+		DROP INDEX tasks_held_key;
+		ALTER TABLE tasks DROP COLUMN key_held;
+		CREATE UNIQUE INDEX tasks_open_key ON tasks (kind, key) WHERE key IS NOT NULL AND done = 0;
+		INSERT INTO tasks (id, kind, level, payload, key, status, done, avail, max_retries, workers, timeout_s,
+			hb_timeout_s, created_at, run_at, end_time, updated_at) VALUES
+			('t1', 'k', 1, '{}', 'a', 'SUCCESS',   1, 0, 3, 1, 0, 30, 1000, 1000, 1500, 1500),
+			('t2', 'k', 1, '{}', 'a', 'SCHEDULED', 0, 1, 3, 1, 0, 30, 2000, 2000, 0,    2000),
+			('t3', 'k', 1, '{}', 'a', 'FAILED',    1, 0, 3, 1, 0, 30, 3000, 3000, 3500, 3500),
+			('u1', 'k', 1, '{}', 'b', 'SUCCESS',   1, 0, 3, 1, 0, 30, 1000, 1000, 1500, 1500),
+			('u2', 'k', 1, '{}', 'b', 'CANCELED',  1, 0, 3, 1, 0, 30, 2000, 2000, 2500, 2500);`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-1); err != nil {
+		t.Fatal(err)
+	}
+	st, err = sqlitestore.New(ctx, sqlitestore.Config{Path: path})
+	if err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	defer st.Close()
+	if err := st.Check(ctx); err != nil {
+		t.Fatalf("Check after the migration: %v", err)
+	}
+	f := storetest.NewFixture(t, st)
+	for key, want := range map[string]string{"a": "t2", "b": "u2"} {
+		p := f.Params("k", f.At(0))
+		p.Key = key
+		res, err := st.TaskInsert(ctx, p)
+		if err != nil || !res.Existing || res.Task.ID != want {
+			t.Fatalf("insert of key %s after the migration: err %v existing %v task %+v; want existing %s", key, err, res.Existing, res.Task, want)
+		}
+	}
+	res, err := st.TaskList(ctx, store.TaskListParams{Key: "a", Limit: 10})
+	if err != nil || len(res.Tasks) != 3 {
+		t.Fatalf("tasks listed with key a: %d, %v; want 3", len(res.Tasks), err)
+	}
+}
