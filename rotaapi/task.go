@@ -109,9 +109,15 @@ type SubmitRequest struct {
 	Priority *rota.Priority `json:"priority,omitempty"`
 	// Task is the task's payload, any JSON value but null; required.
 	Task json.RawMessage `json:"task"`
-	// Key makes the submit idempotent: while an unfinished task of the
-	// same kind has it, that task is answered (existing) instead.
+	// Key makes the submit idempotent: while a task of the same kind has
+	// it — unfinished or finished, until the task is cleaned by retention —
+	// that task is answered (existing) instead.
 	Key *string `json:"key,omitempty"`
+	// RerunIfFinished, with Key: when the task holding the key is
+	// finished, it is run again under its id (its runs cleared, due at
+	// this submit's run time) rather than answered as it is; an unfinished
+	// one is never disturbed.
+	RerunIfFinished bool `json:"rerun_if_finished,omitempty"`
 	// RunAt is the earliest time to run, unix seconds; a past time is now.
 	RunAt *int64 `json:"run_at,omitempty"`
 	// RunAtMS is RunAt in unix milliseconds (sub-second precision); not
@@ -137,9 +143,12 @@ type SubmitRequest struct {
 type SubmitResponse struct {
 	// TaskID is the new task's id, or the existing task's.
 	TaskID string `json:"task_id"`
-	// Existing is true when an unfinished task with the same kind and key
-	// was answered and nothing new stored; omitted when false.
+	// Existing is true when the task holding the same kind and key was
+	// answered and nothing new stored; omitted when false.
 	Existing bool `json:"existing,omitempty"`
+	// Rerun is true when that task was finished and runs again
+	// (rerun_if_finished); omitted when false.
+	Rerun bool `json:"rerun,omitempty"`
 }
 
 // BatchSubmitRequest is the body of POST /api/tasks/batch: 1 to 1000
@@ -156,9 +165,12 @@ type BatchSubmitRequest struct {
 type SubmitResult struct {
 	// TaskID is the new task's id, or the existing task's.
 	TaskID string `json:"task_id"`
-	// Existing is true when an unfinished task with the same kind and key
-	// was answered and nothing new stored.
+	// Existing is true when the task holding the same kind and key was
+	// answered and nothing new stored.
 	Existing bool `json:"existing"`
+	// Rerun is true when that task was finished and runs again
+	// (rerun_if_finished).
+	Rerun bool `json:"rerun"`
 }
 
 // BatchSubmitResponse is the data of POST /api/tasks/batch.

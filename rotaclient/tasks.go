@@ -26,9 +26,13 @@ type TaskParams struct {
 	// json.RawMessage is sent as is. Nil sends {} (the API requires a
 	// value other than null).
 	Payload any
-	// Key makes the submit idempotent: while an unfinished task of the same
-	// kind has this key, submitting again returns that task (Existing).
+	// Key makes the submit idempotent: while a task of the same kind has
+	// this key — unfinished or finished, until retention cleans it —
+	// submitting again returns that task (Existing).
 	Key string
+	// RerunIfFinished, with Key: a finished task holding the key runs
+	// again under its id (Rerun) instead of being returned as it is.
+	RerunIfFinished bool
 	// RunAt is the earliest time the task may run (sent as unix
 	// milliseconds, run_at_ms). Zero means now, or Delay from now.
 	RunAt time.Time
@@ -68,7 +72,8 @@ func (p *TaskParams) wire() (rotaapi.SubmitRequest, error) {
 	}
 	w := rotaapi.SubmitRequest{
 		Kind: p.Kind, Priority: nonEmpty(p.Priority), Task: payload, Key: nonEmpty(p.Key),
-		MaxRetries: p.MaxRetries, TimeoutSeconds: nonZero(p.TimeoutSeconds),
+		RerunIfFinished: p.RerunIfFinished,
+		MaxRetries:      p.MaxRetries, TimeoutSeconds: nonZero(p.TimeoutSeconds),
 		HeartbeatTimeoutSeconds: nonZero(p.HeartbeatTimeoutSeconds), Workers: nonZero(p.Workers), WorkerIDs: p.WorkerIDs,
 	}
 	if !p.RunAt.IsZero() {
@@ -89,8 +94,9 @@ func nonZero(n int) *int {
 }
 
 // SubmitResult is the outcome of one submit: TaskID is the new task's id,
-// or the existing task's when Existing (an unfinished task with the same
-// kind and key was found and nothing new was stored).
+// or the existing task's when Existing (the task holding the same kind and
+// key was found and nothing new was stored); Rerun when that task was
+// finished and runs again (TaskParams.RerunIfFinished).
 type SubmitResult = rotaapi.SubmitResult
 
 // Submit stores a new task (POST /api/tasks). Invalid parameters give a

@@ -20,7 +20,7 @@ func (d *Dispatcher) Submit(ctx context.Context, ps []store.TaskInsertParams) ([
 	now := d.cfg.Clock.Now()
 	ready := map[string]int{}
 	for _, r := range res {
-		if r.Existing {
+		if r.Existing && !r.Rerun {
 			continue
 		}
 		t := r.Task

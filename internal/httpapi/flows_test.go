@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/rotaapi"
 )
 
 // payloadName reads {"name": ...} from a task payload.
@@ -122,16 +123,76 @@ func TestIdempotentConcurrentSubmits(t *testing.T) {
 		t.Fatalf("list by key: %+v", list.Tasks)
 	}
 
-	// The key dedupes only unfinished tasks: once done, it may be reused.
+	// A finished task keeps its key: the same submit answers it, no new run.
 	c := e.claimOne("w1", "idem", 0)
 	e.succeed(c.RunID, "w1")
-	again := e.submit(body)
-	if again == answers[0].id {
-		t.Fatalf("a finished task's key returned the finished task")
+	var out rotaapi.SubmitResponse
+	e.ok("POST", "/api/tasks", body, &out)
+	if out != (rotaapi.SubmitResponse{TaskID: answers[0].id, Existing: true}) {
+		t.Fatalf("submit of a finished task's key: %+v, want existing %s", out, answers[0].id)
+	}
+	if got := e.claim("w1", []string{"idem"}, 1, 0); len(got.Tasks) != 0 {
+		t.Fatalf("a claim after the repeated submit got %+v", got.Tasks)
 	}
 	e.ok("GET", "/api/tasks?key=order-42", nil, &list)
-	if len(list.Tasks) != 2 {
-		t.Fatalf("list by key after reuse: %d tasks, want 2", len(list.Tasks))
+	if len(list.Tasks) != 1 {
+		t.Fatalf("list by key after the repeated submit: %d tasks, want 1", len(list.Tasks))
+	}
+}
+
+// TestRerunIfFinished: a keyed submit with rerun_if_finished runs a
+// finished task again under its id (single and batch), never disturbs an
+// unfinished one, and needs a key.
+func TestRerunIfFinished(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	body := map[string]any{"kind": "rerun", "key": "k", "task": map[string]any{"n": 1}, "rerun_if_finished": true}
+	id := e.submit(body)
+	var out rotaapi.SubmitResponse
+	// While it waits or runs, a rerun submit answers it as it is.
+	e.ok("POST", "/api/tasks", body, &out)
+	if out != (rotaapi.SubmitResponse{TaskID: id, Existing: true}) {
+		t.Fatalf("rerun submit while scheduled: %+v", out)
+	}
+	c := e.claimOne("w1", "rerun", 0)
+	e.ok("POST", "/api/tasks", body, &out)
+	if out != (rotaapi.SubmitResponse{TaskID: id, Existing: true}) {
+		t.Fatalf("rerun submit while running: %+v", out)
+	}
+	if hb := e.heartbeat(c.RunID, "w1"); hb.Stop {
+		t.Fatalf("the running run was asked to stop by a rerun submit")
+	}
+	e.succeed(c.RunID, "w1")
+
+	e.ok("POST", "/api/tasks", body, &out)
+	if out != (rotaapi.SubmitResponse{TaskID: id, Existing: true, Rerun: true}) {
+		t.Fatalf("rerun submit after success: %+v, want rerun of %s", out, id)
+	}
+	if task := e.task(id); task.Status != rota.StatusScheduled || len(task.Runs) != 0 {
+		t.Fatalf("rerun task: status %s, %d runs; want SCHEDULED, none", task.Status, len(task.Runs))
+	}
+	c = e.claimOne("w1", "rerun", 0)
+	if c.TaskID != id {
+		t.Fatalf("claimed %s, want the rerun task %s", c.TaskID, id)
+	}
+	e.succeed(c.RunID, "w1")
+
+	var batch rotaapi.BatchSubmitResponse
+	e.ok("POST", "/api/tasks/batch", map[string]any{"tasks": []any{body, body}}, &batch)
+	want := []rotaapi.SubmitResult{{TaskID: id, Existing: true, Rerun: true}, {TaskID: id, Existing: true}}
+	if diff := cmp.Diff(want, batch.Results); diff != "" {
+		t.Fatalf("batch of two reruns (-want +got):\n%s", diff)
+	}
+
+	r := e.do("POST", "/api/tasks", map[string]any{"kind": "rerun", "task": 1, "rerun_if_finished": true})
+	wantErr(t, r, rota.CodeInvalid)
+	if f := r.field(); f != "rerun_if_finished" {
+		t.Fatalf("rerun without a key: field %q, want rerun_if_finished", f)
+	}
+	r = e.do("POST", "/api/tasks/batch", map[string]any{"tasks": []any{map[string]any{"kind": "rerun", "task": 1, "rerun_if_finished": true}}})
+	wantErr(t, r, rota.CodeInvalid)
+	if f := r.field(); f != "tasks[0].rerun_if_finished" {
+		t.Fatalf("rerun without a key in a batch: field %q", f)
 	}
 }
 

@@ -78,6 +78,12 @@ func (s *submitRequest) check(maxPayload int64, prefix string, now time.Time) (s
 		}
 		p.Key = *s.Key
 	}
+	if s.RerunIfFinished {
+		if p.Key == "" {
+			return p, rota.Invalid(f("rerun_if_finished"), "needs a key: it reruns the finished task holding the key")
+		}
+		p.RerunIfFinished = true
+	}
 	if err := s.checkRunAt(f, now, &p); err != nil {
 		return p, err
 	}
@@ -192,7 +198,7 @@ func (a *API) taskSubmit(ctx context.Context, req *submitRequest) (*rotaapi.Subm
 	if err != nil {
 		return nil, fmt.Errorf("submit task: %w", err)
 	}
-	return &rotaapi.SubmitResponse{TaskID: res[0].Task.ID, Existing: res[0].Existing}, nil
+	return &rotaapi.SubmitResponse{TaskID: res[0].Task.ID, Existing: res[0].Existing, Rerun: res[0].Rerun}, nil
 }
 
 // batchRequest is the body of POST /api/tasks/batch.
@@ -249,7 +255,7 @@ func (a *API) taskSubmitBatch(ctx context.Context, req *batchRequest) (*rotaapi.
 	}
 	out := &rotaapi.BatchSubmitResponse{Results: make([]rotaapi.SubmitResult, len(res))}
 	for i, r := range res {
-		out.Results[i] = rotaapi.SubmitResult{TaskID: r.Task.ID, Existing: r.Existing}
+		out.Results[i] = rotaapi.SubmitResult{TaskID: r.Task.ID, Existing: r.Existing, Rerun: r.Rerun}
 	}
 	return out, nil
 }
