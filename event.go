@@ -11,6 +11,11 @@ const (
 	EventRun    EventType = "run"    // a run started or ended
 	EventKind   EventType = "kind"   // a kind's settings changed
 	EventWorker EventType = "worker" // a worker was asked to stop
+	// EventKindNoWorker: a kind's ready tasks have had no live worker for
+	// the server's --no-worker-after; emitted once (by the leader).
+	EventKindNoWorker EventType = "kind.no_worker"
+	// EventKindWorkerBack: a worker serves a kind in alarm again.
+	EventKindWorkerBack EventType = "kind.worker_back"
 )
 
 // Event is one state change, as the event stream (GET /api/events) and the

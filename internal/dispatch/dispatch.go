@@ -9,6 +9,7 @@
 //   - due.go: the timer of delayed tasks;
 //   - reaper.go: the lease reaper (a leader duty);
 //   - retention.go: the retention cleanup (a leader duty);
+//   - noworker.go: the no-worker alarm (evaluated on every node, emitted by the leader);
 //   - backoff.go: the retry backoff (no loop).
 //
 // The leader duties run only while Config.Leader says this node leads, and
@@ -84,6 +85,15 @@ type Config struct {
 	// is still its own, with the fencing term its duties' writes carry.
 	// Nil: SetLeader decides (a new dispatcher leads), unfenced (term 0).
 	Leader LeaderFunc
+	// NoWorkerAfter is how long a kind's ready tasks may wait with no live
+	// worker of the kind before the no-worker alarm (default
+	// DefaultNoWorkerAfter, 30s); NoWorkerInterval how often it looks
+	// (default DefaultNoWorkerInterval, 5s).
+	NoWorkerAfter    time.Duration
+	NoWorkerInterval time.Duration
+	// NoWorkerChanged, when set, is told of every kind whose no-worker
+	// alarm went on or off (metrics); it must not block.
+	NoWorkerChanged func(kind string, on bool)
 	// Events receives one event per task or run state change made through
 	// the dispatcher, in order (the caller assigns IDs). It must not block.
 	// Nil: no events.
@@ -101,6 +111,7 @@ type Dispatcher struct {
 	reaper    *Reaper
 	retention *Retention
 	listener  *Listener
+	noWorker  *NoWorker
 
 	leader atomic.Bool // SetLeader's answer: runs the leader-only duties
 
@@ -160,6 +171,12 @@ func New(cfg Config) (*Dispatcher, error) {
 	}); err != nil {
 		return nil, err
 	}
+	if d.noWorker, err = NewNoWorker(NoWorkerConfig{
+		Store: cfg.Store, Clock: cfg.Clock, Logger: cfg.Logger, After: cfg.NoWorkerAfter,
+		Interval: cfg.NoWorkerInterval, Leader: d.leading, Events: d.emit, Changed: cfg.NoWorkerChanged,
+	}); err != nil {
+		return nil, err
+	}
 	if d.listener, err = NewListener(ListenerConfig{Store: cfg.Store, Logger: cfg.Logger, Handle: d.remote}); err != nil {
 		return nil, err
 	}
@@ -177,7 +194,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	for _, k := range kinds {
 		d.due.Refresh(ctx, k.Name)
 	}
-	for _, start := range []func(context.Context) error{d.due.Start, d.reaper.Start, d.retention.Start, d.listener.Start} {
+	for _, start := range []func(context.Context) error{d.due.Start, d.reaper.Start, d.retention.Start, d.listener.Start, d.noWorker.Start} {
 		if err := start(ctx); err != nil {
 			d.Stop()
 			return err
@@ -190,6 +207,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // waiting for them. It is idempotent.
 func (d *Dispatcher) Stop() {
 	d.stopOnce.Do(func() { close(d.quit) })
+	d.noWorker.Stop()
 	d.listener.Stop()
 	d.retention.Stop()
 	d.reaper.Stop()
@@ -224,6 +242,16 @@ func (d *Dispatcher) ReapOnce(ctx context.Context) time.Duration { return d.reap
 // CleanupOnce runs one round of the retention cleanup now (fenced like
 // ReapOnce) and returns how many tasks it deleted.
 func (d *Dispatcher) CleanupOnce(ctx context.Context) int { return d.retention.runOnce(ctx) }
+
+// NoWorkerSince returns since when kind's ready tasks have had no live
+// worker, when the kind is in no-worker alarm (see NoWorker).
+func (d *Dispatcher) NoWorkerSince(kind string) (time.Time, bool) { return d.noWorker.Since(kind) }
+
+// NoWorkerAlarms returns the kinds in no-worker alarm, with since when.
+func (d *Dispatcher) NoWorkerAlarms() map[string]time.Time { return d.noWorker.Alarms() }
+
+// NoWorkerOnce evaluates the no-worker alarm now (tests).
+func (d *Dispatcher) NoWorkerOnce(ctx context.Context) error { return d.noWorker.runOnce(ctx) }
 
 // PruneWorkersOnce deletes now the workers gone longer than the worker
 // retention (part of each retention round) and returns how many it
