@@ -17,6 +17,11 @@ type Kind struct {
 	Rate float64 `json:"rate"`
 	// RetentionSeconds deletes finished tasks older than this; 0 keeps them.
 	RetentionSeconds int `json:"retention_seconds"`
+	// NoWorkerSince is set (unix seconds) while the kind is in no-worker
+	// alarm: its ready tasks have had no live worker serving the kind since
+	// then, for at least the server's --no-worker-after. Omitted otherwise,
+	// and in the answers of the kind's changes (PUT, pause, resume).
+	NoWorkerSince int64 `json:"no_worker_since,omitempty"`
 }
 
 // KindList is the data of GET /api/kinds.

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/rotahq/rota/internal/dispatch"
 	"github.com/rotahq/rota/internal/httpapi"
 	"github.com/rotahq/rota/internal/server"
 )
@@ -94,6 +95,7 @@ and closes the store; a second signal stops it at once.`,
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	f.DurationVar(&cfg.AuditRetention, "audit-retention", server.DefaultAuditRetention, "how long the audit log keeps its records")
+	f.DurationVar(&cfg.NoWorkerAfter, "no-worker-after", dispatch.DefaultNoWorkerAfter, "how long a kind's ready tasks may wait with no live worker before the no-worker alarm (kind.no_worker)")
 	f.StringVar(&cfg.NodeID, "node-id", "", "this node's id in the cluster (default host-pid-random)")
 	f.StringVar(&cfg.Advertise, "advertise", "", "address other nodes and the UI show for this node (default the listen address)")
 	f.StringSliceVar(&cfg.TargetAllow, "target-allow", nil, "allow schedule targets to reach this CIDR, address, host or host:port although it is refused by default (loopback, private, link-local, CGNAT, multicast…); repeatable or comma-separated")

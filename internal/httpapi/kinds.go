@@ -30,7 +30,14 @@ func (a *API) kindList(ctx context.Context, _ *noRequest) (*rotaapi.KindList, er
 	if err != nil {
 		return nil, fmt.Errorf("list kinds: %w", err)
 	}
-	return &rotaapi.KindList{Kinds: convertAll(kinds, toKind)}, nil
+	out := &rotaapi.KindList{Kinds: convertAll(kinds, toKind)}
+	alarms := a.disp.NoWorkerAlarms()
+	for i := range out.Kinds {
+		if since, ok := alarms[out.Kinds[i].Kind]; ok {
+			out.Kinds[i].NoWorkerSince = rotaapi.Unix(since)
+		}
+	}
+	return out, nil
 }
 
 // kindRequest names a kind in the path.
@@ -51,7 +58,11 @@ func (a *API) kindGet(ctx context.Context, req *kindRequest) (*rotaapi.Kind, err
 	if err != nil {
 		return nil, fmt.Errorf("get kind: %w", err)
 	}
-	return new(toKind(k)), nil
+	out := new(toKind(k))
+	if since, ok := a.disp.NoWorkerSince(k.Name); ok {
+		out.NoWorkerSince = rotaapi.Unix(since)
+	}
+	return out, nil
 }
 
 // kindPutRequest is the body of PUT /api/kinds/{kind}: absent (or null)

@@ -39,7 +39,12 @@ var queueLatencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5
 //     task had been claimable (start − run_at: ready time to claim),
 //   - rota_task_start_latency_seconds{kind}: the same for first attempts
 //     only: enqueue → first start of a task due at submit (for a delayed
-//     task, from its due time).
+//     task, from its due time);
+//
+// and, set by the dispatcher's no-worker alarm (SetNoWorker):
+//
+//   - rota_kind_no_worker{kind}: 1 while the kind's ready tasks have had no
+//     live worker for --no-worker-after, else 0 (gauge).
 //
 // Every label value of a kind known at start, or seen since, and of every
 // status exists from the start at zero. Create it with NewQueue.
@@ -54,6 +59,7 @@ type Queue struct {
 	runs         *prometheus.CounterVec
 	claimLatency *prometheus.HistogramVec
 	startLatency *prometheus.HistogramVec
+	noWorker     *prometheus.GaugeVec
 
 	mu    sync.Mutex          // guards kinds
 	kinds map[string]struct{} // kinds whose series exist
@@ -101,9 +107,13 @@ func NewQueue(reg prometheus.Registerer, st store.Store, now func() time.Time) (
 			Help:    "Enqueue to first start: for each first attempt, the time from the task's due time (its submit, unless delayed) to its start.",
 			Buckets: queueLatencyBuckets,
 		}, []string{"kind"}),
+		noWorker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rota_kind_no_worker",
+			Help: "1 while the kind's ready tasks have had no live worker serving the kind for --no-worker-after, else 0.",
+		}, []string{"kind"}),
 		kinds: map[string]struct{}{},
 	}
-	for _, c := range []prometheus.Collector{q, q.submitted, q.runs, q.claimLatency, q.startLatency} {
+	for _, c := range []prometheus.Collector{q, q.submitted, q.runs, q.claimLatency, q.startLatency, q.noWorker} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register queue metrics: %w", err)
 		}
@@ -138,6 +148,14 @@ func (q *Queue) addKind(kind string) {
 	}
 	q.claimLatency.WithLabelValues(kind)
 	q.startLatency.WithLabelValues(kind)
+	q.noWorker.WithLabelValues(kind)
+}
+
+// SetNoWorker sets rota_kind_no_worker of kind. Its signature fits
+// dispatch.Config.NoWorkerChanged.
+func (q *Queue) SetNoWorker(kind string, on bool) {
+	q.addKind(kind)
+	q.noWorker.WithLabelValues(kind).Set(boolFloat(on))
 }
 
 // Observe counts one dispatcher event. Its signature fits

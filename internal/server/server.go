@@ -77,6 +77,11 @@ type Config struct {
 	// AuditRetention is how long audit records are kept (default 90 days);
 	// the leader deletes older ones with its other periodic duties.
 	AuditRetention time.Duration
+	// NoWorkerAfter is how long a kind's ready tasks may wait with no live
+	// worker of the kind before the no-worker alarm (kind.no_worker,
+	// rota_kind_no_worker, the UI banner); default 30s. Every node
+	// evaluates it from the store; the leader emits its events.
+	NoWorkerAfter time.Duration
 	// NodeID names this node in the cluster (default host-pid-random).
 	NodeID string
 	// Advertise is the address other nodes and the UI show for this node
@@ -285,6 +290,8 @@ func (s *Server) initDispatcher() error {
 		Store: s.store, Clock: s.cfg.Clock, Logger: s.cfg.Logger, IDs: &rota.IDGenerator{},
 		BackoffBase: s.cfg.RetryBackoff, ReapInterval: s.cfg.ReapInterval, AuditRetention: s.cfg.AuditRetention,
 		WorkerRetention: s.cfg.Limits.WorkerRetention,
+		NoWorkerAfter:   s.cfg.NoWorkerAfter,
+		NoWorkerChanged: s.queue.SetNoWorker,
 		Leader:          s.elector.Leading,
 		Events:          func(ev rota.Event) { s.hub.Publish(ev); s.queue.Observe(ev) },
 	})
