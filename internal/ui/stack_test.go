@@ -41,6 +41,9 @@ type stackOptions struct {
 	authToken string
 	// routes adds routes to the server's mux (fakes of APIs not merged).
 	routes func(mux *http.ServeMux)
+	// noWorkerAfter and noWorkerInterval are the dispatcher's (0: its
+	// defaults, 30s and 5s).
+	noWorkerAfter, noWorkerInterval time.Duration
 }
 
 func newStack(t *testing.T, opts stackOptions) *stack {
@@ -65,6 +68,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	}
 	disp, err := dispatch.New(dispatch.Config{
 		Store: st, Logger: logger, BackoffBase: 20 * time.Millisecond, ReapInterval: 50 * time.Millisecond,
+		NoWorkerAfter: opts.noWorkerAfter, NoWorkerInterval: opts.noWorkerInterval, NoWorkerChanged: queue.SetNoWorker,
 		Events: func(ev rota.Event) {
 			hub.Publish(ev)
 			queue.Observe(ev)

@@ -103,6 +103,35 @@ async function whoami() {
   } catch (err) { console.warn(err); }
 }
 
+// The no-worker banner: kinds whose ready tasks have had no live worker
+// for the server's --no-worker-after (no_worker_since in GET /api/kinds).
+// It follows the alarm's events, and looks again every 10 s (the events
+// come from the leader; a kind whose tasks all went clears silently).
+const alarms = document.getElementById('alarms');
+
+function since(unix) {
+  const d = new Date(unix * 1000);
+  return d.toLocaleString();
+}
+
+async function refreshAlarms() {
+  try {
+    const data = await api('GET', '/api/kinds');
+    const down = (data.kinds || []).filter((k) => k.no_worker_since);
+    replace(alarms, down.map((k) => h('p', {class: 'alarm', dataset: {kind: k.kind}},
+      h('strong', null, 'No worker: '),
+      'tasks of kind ', h('a', {href: '/tasks?kind=' + encodeURIComponent(k.kind) + '&status=SCHEDULED'}, k.kind),
+      ` are waiting and no live worker serves it since ${since(k.no_worker_since)}.`)));
+    alarms.hidden = down.length === 0;
+  } catch (err) { console.warn(err); }
+}
+
+live.on((ev) => {
+  if (ev.type === 'reset' || ev.type === 'kind.no_worker' || ev.type === 'kind.worker_back') refreshAlarms();
+});
+setInterval(refreshAlarms, 10000);
+
 whoami();
+refreshAlarms();
 live.start();
 render();
