@@ -45,8 +45,9 @@ func newTaskSubmitCmd(env Env) *cobra.Command {
 
 The payload is any JSON value, handed to the worker as given: --payload '{"to":"a"}',
 or --payload-file FILE (- reads standard input); {} when neither is given.
-With --key, an unfinished task of the same kind and key is returned instead of a new
-one (its id is printed and a note goes to standard error).`,
+With --key, the task of the same kind and key — unfinished or finished, until retention
+deletes it — is returned instead of a new one (its id is printed and a note goes to
+standard error).`,
 		Example: `  rota task submit --kind email --priority high --payload '{"to":"a@example.com"}'
   echo '{"n":1}' | rota task submit --kind report --payload-file - --delay 10m
   rota task submit --kind sync --key nightly --timeout 5m --max-retries 0 -o json`,
@@ -94,7 +95,7 @@ func (s *submitFlags) register(cmd *cobra.Command) {
 	f.StringVar(&s.priority, "priority", "mid", "priority: high, mid or low")
 	f.StringVar(&s.payload, "payload", "", "the task's JSON payload")
 	f.StringVar(&s.payloadFile, "payload-file", "", "read the JSON payload from this file (- for standard input)")
-	f.StringVar(&s.p.Key, "key", "", "idempotency key: while an unfinished task of this kind has it, submit returns that task")
+	f.StringVar(&s.p.Key, "key", "", "idempotency key: while a task of this kind has it (finished or not, until retention deletes it), submit returns that task")
 	f.Var(secondsValue{&s.delay}, "delay", "run no sooner than this long from now (e.g. 90s, 10m)")
 	f.StringVar(&s.runAt, "run-at", "", "run no sooner than this time: RFC 3339 (2025-01-02T15:04:05Z) or unix seconds")
 	f.IntVar(&s.maxRetries, "max-retries", 3, "failed runs tolerated before the task fails")
