@@ -16,6 +16,12 @@ const (
 	EventKindNoWorker EventType = "kind.no_worker"
 	// EventKindWorkerBack: a worker serves a kind in alarm again.
 	EventKindWorkerBack EventType = "kind.worker_back"
+	// EventScheduleFired: a schedule fired a run (TaskID, ScheduleID,
+	// FireTime).
+	EventScheduleFired EventType = "schedule.fired"
+	// EventScheduleSkipped: a schedule recorded a fire as SKIPPED; Message
+	// is the reason (overlap, misfire, backoff, circuit_open, …).
+	EventScheduleSkipped EventType = "schedule.skipped"
 )
 
 // Event is one state change, as the event stream (GET /api/events) and the
@@ -36,4 +42,8 @@ type Event struct {
 	// RunAt is the task's ready time, on run-start events: start − RunAt is
 	// the time the task waited for a worker.
 	RunAt time.Time
+	// ScheduleID and FireTime name the schedule and nominal fire time of a
+	// task fired by a schedule (empty and zero otherwise).
+	ScheduleID string
+	FireTime   time.Time
 }

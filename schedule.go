@@ -41,8 +41,26 @@ type Schedule struct {
 	FailureAction     FailureAction
 	MisfirePolicy     MisfirePolicy
 	CatchupLimit      int // fire times kept by CATCH_UP_LIMITED
-	TimeoutSeconds    int // per run (≥ 1; the API turns ≤ 0 into 10)
-	Target            *Target
+	// TimeoutSeconds is the per-run time limit: 0 means the kind's
+	// default, as for any task (none); the API turns an explicit ≤ 0
+	// into 10 (seed 003).
+	TimeoutSeconds int
+	Target         *Target
+
+	// BackoffSeconds and BackoffMaxSeconds configure FailureBackoff: after
+	// n consecutive failures fires are skipped until BackoffSeconds ×
+	// 2^(n−1) (at most BackoffMaxSeconds) have passed since the failed run
+	// ended.
+	BackoffSeconds    int
+	BackoffMaxSeconds int
+	// FailureThreshold and CooldownSeconds configure FailureHalfOpen: after
+	// FailureThreshold consecutive failures the circuit opens for
+	// CooldownSeconds.
+	FailureThreshold int
+	CooldownSeconds  int
+	// JitterSeconds delays each fire by a deterministic offset in
+	// [0, JitterSeconds) derived from the schedule id and the fire time.
+	JitterSeconds int
 
 	Version   int64 // increases with every change; the compare-and-set token
 	CreatedAt time.Time
@@ -87,6 +105,52 @@ type ScheduleState struct {
 	// (or by the catch-up cap) over the schedule's life, including those
 	// recorded as SKIPPED runs.
 	MisfireDropped int64
+
+	// EndReason says why a plan ended (e.g. its time was already past).
+	EndReason string
+	// ErrorMessage is set when the schedule cannot go on (its next time
+	// cannot be computed, its timetable no longer compiles, its target is
+	// refused): it is in state "error" and fires nothing until resumed.
+	ErrorMessage string
+
+	// Failure state of FailureBackoff and FailureHalfOpen: the failures in
+	// a row of the runs counted so far, the circuit of HALF_OPEN, the
+	// instant before which fires are skipped, and the run last counted.
+	ConsecutiveFailures int
+	Circuit             Circuit
+	NextAllowedAt       time.Time
+	CountedRunID        string
+}
+
+// Circuit is the state of a HALF_OPEN schedule's circuit breaker.
+type Circuit string
+
+// The circuit states ("" reads as closed).
+const (
+	CircuitClosed   Circuit = "closed"
+	CircuitOpen     Circuit = "open"
+	CircuitHalfOpen Circuit = "half_open"
+)
+
+// The states of a schedule as the API shows them (State).
+const (
+	StateActive = "active" // enabled and firing
+	StatePaused = "paused" // disabled by a user
+	StateEnded  = "ended"  // a plan with no occurrence left
+	StateError  = "error"  // cannot go on: see ErrorMessage
+)
+
+// State returns the schedule's state: error, ended, paused or active.
+func (s *Schedule) State() string {
+	switch {
+	case s.ErrorMessage != "":
+		return StateError
+	case s.Ended:
+		return StateEnded
+	case !s.Enabled:
+		return StatePaused
+	}
+	return StateActive
 }
 
 // PlanSpec is a calendar plan (seed 004 §1.3, §3.3): Type is plan_type
@@ -187,11 +251,24 @@ const (
 	FailureSkip FailureAction = "SKIP"
 	// FailureRetry starts a run whose attempt is the previous one's + 1.
 	FailureRetry FailureAction = "RETRY"
+	// FailureBackoff skips fires (reason backoff) for BackoffSeconds ×
+	// 2^(failures−1), at most BackoffMaxSeconds, after a failed run; a
+	// success resets it.
+	FailureBackoff FailureAction = "BACKOFF"
+	// FailureHalfOpen is a circuit breaker: after FailureThreshold failures
+	// in a row fires are skipped (reason circuit_open) for
+	// CooldownSeconds; the next fire is then a trial whose success closes
+	// the circuit and whose failure opens it again.
+	FailureHalfOpen FailureAction = "HALF_OPEN"
 )
 
 // Valid reports whether a is a defined action.
 func (a FailureAction) Valid() bool {
-	return a == FailureRunNew || a == FailureSkip || a == FailureRetry
+	switch a {
+	case FailureRunNew, FailureSkip, FailureRetry, FailureBackoff, FailureHalfOpen:
+		return true
+	}
+	return false
 }
 
 // MisfirePolicy says what happens to fire times missed while no engine ran
@@ -219,11 +296,14 @@ type SkipReason string
 
 // The skip reasons of SKIPPED runs.
 const (
-	SkipOverlap     SkipReason = "overlap"     // overlap_action SKIP
-	SkipFailure     SkipReason = "failure"     // failure_action SKIP
-	SkipConcurrency SkipReason = "concurrency" // concurrency_policy SKIP
-	SkipQueueFull   SkipReason = "queue_full"  // concurrency_policy QUEUE with a full queue
-	SkipMisfire     SkipReason = "misfire"     // misfire_policy or the catch-up cap
+	SkipOverlap     SkipReason = "overlap"      // overlap_action SKIP
+	SkipFailure     SkipReason = "failure"      // failure_action SKIP
+	SkipConcurrency SkipReason = "concurrency"  // concurrency_policy SKIP
+	SkipQueueFull   SkipReason = "queue_full"   // concurrency_policy QUEUE with a full queue
+	SkipMisfire     SkipReason = "misfire"      // misfire_policy or the catch-up cap
+	SkipBackoff     SkipReason = "backoff"      // failure_action BACKOFF, waiting
+	SkipCircuitOpen SkipReason = "circuit_open" // failure_action HALF_OPEN, circuit open
+	SkipDuplicate   SkipReason = "duplicate"    // a backfill fire time that already had a run
 )
 
 // ScheduleRun is one run of a schedule as the schedules API shows it: the

@@ -161,4 +161,9 @@ type ClaimedRun struct {
 	// and timeout count from then. Zero when not known (the stores leave
 	// it zero: it is LeaseExpiresAt − HeartbeatTimeoutSeconds at a claim).
 	StartedAt time.Time
+	// ScheduleID and FireTime say why the task runs: the schedule that
+	// fired it and the nominal fire time it stands for (empty and zero for
+	// other tasks).
+	ScheduleID string
+	FireTime   time.Time
 }

@@ -49,6 +49,12 @@ type ClaimedRun struct {
 	StartedAt int64 `json:"started_at"`
 	// StartedAtMs is StartedAt in unix milliseconds.
 	StartedAtMs int64 `json:"started_at_ms"`
+	// ScheduleID is the schedule that fired the task; "" for other tasks.
+	ScheduleID string `json:"schedule_id"`
+	// FireTime is the nominal fire time the task stands for, unix seconds;
+	// 0 for other tasks. A job about "the day that just ended" reads its
+	// day from it, not from the clock.
+	FireTime int64 `json:"fire_time"`
 }
 
 // ClaimResponse is the data of POST /api/workers/claim.

@@ -153,6 +153,7 @@ type claimedIn struct {
 	rotaapi.ClaimedRun
 	LeaseExpiresAt unixTime `json:"lease_expires_at"`
 	StartedAt      unixTime `json:"started_at"`
+	FireTime       unixTime `json:"fire_time"`
 }
 
 func (w *claimedIn) claimed() rota.ClaimedRun {
@@ -164,6 +165,7 @@ func (w *claimedIn) claimed() rota.ClaimedRun {
 		TaskID: w.TaskID, RunID: w.RunID, Kind: w.Kind, Priority: w.Priority, Payload: w.Task,
 		Attempt: w.Attempt, HeartbeatTimeoutSeconds: w.HeartbeatTimeoutSeconds,
 		TimeoutSeconds: w.TimeoutSeconds, LeaseExpiresAt: w.LeaseExpiresAt.Time, StartedAt: started,
+		ScheduleID: w.ScheduleID, FireTime: w.FireTime.Time,
 	}
 }
 

@@ -38,6 +38,14 @@ type Task[T any] struct {
 	Timeout time.Duration
 	// HeartbeatTimeout is the lease the worker's heartbeats renew.
 	HeartbeatTimeout time.Duration
+	// ScheduleID is the schedule that fired the task ("" for a task
+	// submitted otherwise).
+	ScheduleID string
+	// FireTime is the nominal fire time the task stands for (zero when
+	// ScheduleID is ""): a job about "the day that just ended" reads its
+	// day from it, not from the clock, so a late or retried run does the
+	// same work.
+	FireTime time.Time
 
 	st *runState // nil for a Task built by hand
 	mu sync.Mutex
@@ -51,7 +59,7 @@ func newTask[T any](st *runState, v T) *Task[T] {
 	t := &Task[T]{
 		ID: cr.TaskID, RunID: cr.RunID, Kind: cr.Kind, Priority: cr.Priority, Attempt: cr.Attempt, LocalRetry: st.localRetry,
 		Payload: v, Raw: cr.Payload, Timeout: time.Duration(cr.TimeoutSeconds) * time.Second,
-		HeartbeatTimeout: st.heartbeatTimeout(), st: st,
+		HeartbeatTimeout: st.heartbeatTimeout(), ScheduleID: cr.ScheduleID, FireTime: cr.FireTime, st: st,
 	}
 	st.outputs = t.outputs
 	return t

@@ -51,7 +51,8 @@ const workerLong = `Run COMMAND once for each task of the given kinds, up to --c
 Each run gets its own process group, with
   standard input   the task's JSON payload
   environment      ROTA_TASK_ID, ROTA_RUN_ID, ROTA_ATTEMPT, ROTA_KIND, ROTA_LOCAL_RETRY
-                   (and the worker's own)
+                   (and the worker's own); for a task fired by a schedule also
+                   ROTA_SCHEDULE_ID and ROTA_FIRE_TIME (the nominal fire time, unix seconds)
 and its exit code decides the outcome:
   0                success; standard output (up to --max-output bytes) is the task's message
   65               failure that must not be retried (EX_DATAERR; see --no-retry-code)
@@ -262,6 +263,10 @@ func (r *commandRunner) start(t *rotaworker.Task[json.RawMessage]) (*commandProc
 	cmd.Env = append(os.Environ(),
 		"ROTA_TASK_ID="+t.ID, "ROTA_RUN_ID="+t.RunID, "ROTA_ATTEMPT="+strconv.Itoa(t.Attempt), "ROTA_KIND="+t.Kind,
 		"ROTA_LOCAL_RETRY="+strconv.Itoa(t.LocalRetry))
+	if t.ScheduleID != "" {
+		// Why the task runs: its schedule and nominal fire time (unix s).
+		cmd.Env = append(cmd.Env, "ROTA_SCHEDULE_ID="+t.ScheduleID, "ROTA_FIRE_TIME="+strconv.FormatInt(t.FireTime.Unix(), 10))
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	startErr := cmd.Start()
 	// The child has its copies; ours would keep the pipes open.

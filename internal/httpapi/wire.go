@@ -103,6 +103,8 @@ func toClaimedRun(c *rota.ClaimedRun) rotaapi.ClaimedRun {
 		HeartbeatTimeoutSeconds: c.HeartbeatTimeoutSeconds,
 		TimeoutSeconds:          c.TimeoutSeconds,
 		LeaseExpiresAt:          rotaapi.Unix(c.LeaseExpiresAt),
+		ScheduleID:              c.ScheduleID,
+		FireTime:                rotaapi.Unix(c.FireTime),
 	}
 }
 

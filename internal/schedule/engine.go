@@ -477,7 +477,10 @@ func (e *Engine) place(ent *entry) {
 	s := &ent.s
 	var next time.Time
 	switch {
-	case ent.bad != nil || !s.Enabled || s.Ended:
+	case s.ErrorMessage != "" || !s.Enabled || s.Ended:
+	case ent.bad != nil || stuck(ent):
+		// Due at once: the fire records the error state.
+		next = s.UpdatedAt
 	case ent.c.cron != nil:
 		hw := s.HighWater
 		if hw.IsZero() {
@@ -767,18 +770,54 @@ func (e *Engine) settle(ctx context.Context, it *fireItem, res *store.ScheduleFi
 	}
 }
 
+// stuck reports whether an enabled cron schedule has no fire time left
+// after its high-water mark: its next time cannot be computed.
+func stuck(ent *entry) bool {
+	s := &ent.s
+	if ent.c.cron == nil || !s.Enabled || s.Ended || s.ErrorMessage != "" {
+		return false
+	}
+	hw := s.HighWater
+	if hw.IsZero() {
+		hw = s.CreatedAt
+	}
+	_, ok := ent.c.cron.Next(hw)
+	return !ok
+}
+
+// errorOf returns why ent cannot go on ("" when it can): its timetable
+// no longer compiles, or its next time cannot be computed.
+func errorOf(ent *entry) string {
+	switch {
+	case ent.bad != nil:
+		return "the timetable cannot be read: " + ent.bad.Error()
+	case stuck(ent):
+		return fmt.Sprintf("no fire time of cron_expr %q after %s: the next time cannot be computed", ent.s.CronExpr, ent.s.HighWater.Format(time.RFC3339))
+	}
+	return ""
+}
+
 // decide computes one schedule's decision from its live state. It runs
-// inside the store's transaction.
+// inside the store's transaction. A schedule that cannot go on goes to
+// the error state (ErrorMessage) and fires nothing until resumed.
 func (e *Engine) decide(it *fireItem, st store.ScheduleRunState, now time.Time) (store.ScheduleDecision, error) {
 	it.verdicts, it.misfires, it.waiting = nil, 0, false
 	ent := it.ent
+	if st.Schedule.ErrorMessage == "" {
+		if msg := errorOf(ent); msg != "" {
+			state := st.Schedule.ScheduleState
+			state.ErrorMessage, state.NextFire = msg, time.Time{}
+			e.cfg.Logger.Warn("schedule engine: schedule goes to the error state", "schedule", ent.s.ID, "name", ent.s.Name, "err", msg)
+			return store.ScheduleDecision{State: state}, nil
+		}
+	}
 	if ent.c.cron != nil {
 		return e.decideCron(it, &st, now), nil
 	}
 	if ent.c.plan != nil {
 		return e.decidePlan(it, &st, now), nil
 	}
-	return store.ScheduleDecision{}, fmt.Errorf("schedule %s cannot fire: %w", ent.s.ID, ent.bad)
+	return store.ScheduleDecision{State: st.Schedule.ScheduleState}, nil
 }
 
 func (e *Engine) newID() string { return e.cfg.IDs.New(e.cfg.Clock.Now()) }
@@ -813,6 +852,10 @@ func skipMessage(r rota.SkipReason) string {
 		return "skipped: the queue of held runs was full (concurrency_policy QUEUE)"
 	case rota.SkipMisfire:
 		return "skipped: missed fire time (misfire_policy)"
+	case rota.SkipBackoff:
+		return "skipped: waiting after a failed run (failure_action BACKOFF)"
+	case rota.SkipCircuitOpen:
+		return "skipped: the circuit is open after failed runs (failure_action HALF_OPEN)"
 	}
 	return "skipped"
 }
@@ -832,11 +875,13 @@ func (e *Engine) decideCron(it *fireItem, st *store.ScheduleRunState, now time.T
 	state.MisfireDropped += sel.dropped
 	it.misfires = sel.dropped
 	var d decision
+	fs := failStateOf(&state)
 	if s.Enabled {
-		d = decide(policyOf(s, e.cfg.MaxQueued), st.Open, st.Last, sel.fire, e.newID)
+		d = decideFailing(policyOf(s, e.cfg.MaxQueued), st.Open, st.Last, sel.fire, e.newID, fs)
 	} else {
 		d = decide(policyOf(s, e.cfg.MaxQueued), st.Open, st.Last, nil, e.newID)
 	}
+	fs.store(&state)
 	it.verdicts = d.verdicts
 	runs = append(runs, runsOf(d.verdicts)...)
 	if n := len(it.latest); n > 0 && it.latest[n-1].After(state.HighWater) {
@@ -919,7 +964,9 @@ func (e *Engine) decidePlan(it *fireItem, st *store.ScheduleRunState, now time.T
 				end()
 			}
 		} else {
-			d := decide(pol, st.Open, st.Last, []time.Time{fireTime}, e.newID)
+			fs := failStateOf(&state)
+			d := decideFailing(pol, st.Open, st.Last, []time.Time{fireTime}, e.newID, fs)
+			fs.store(&state)
 			it.verdicts = d.verdicts
 			dec.Runs = append(dec.Runs, runsOf(d.verdicts)...)
 			dec.Release, dec.Cancel = d.release, d.cancel

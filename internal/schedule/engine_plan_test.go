@@ -62,14 +62,17 @@ func TestPlanTime(t *testing.T) {
 		e.pass()
 		e.wantRuns(s.ID, "+0s:SCHEDULED#1")
 	})
-	t.Run("PastWithoutNoKeepIsRefused", func(t *testing.T) {
+	t.Run("PastWithoutNoKeepEndsWithoutRunning", func(t *testing.T) {
 		t.Parallel()
-		s := rota.Schedule{Plan: &rota.PlanSpec{Type: "time", Time: base.Unix()}, Timezone: "UTC", Enabled: true}
-		err := schedule.Arm(&s, nil, base.Add(time.Hour))
-		var fe *schedule.FieldError
-		if !errors.As(err, &fe) || fe.Field != schedule.FieldPlanTime {
-			t.Fatalf("Arm of a past time plan: %v", err)
+		e := setup(t)
+		e.clk.Advance(time.Hour)
+		s := e.add(planSchedule(rota.PlanSpec{Type: "time", Time: base.Unix()}))
+		if s.EndReason != schedule.PastPlanReason || s.Enabled || !s.Ended || s.RealRepet != 0 {
+			t.Fatalf("past time plan: ended %v enabled %v real_repet %d reason %q", s.Ended, s.Enabled, s.RealRepet, s.EndReason)
 		}
+		e.step(time.Hour)
+		e.wantRuns(s.ID)
+		e.wantState(s.ID, 0, 0, true)
 	})
 	t.Run("None", func(t *testing.T) {
 		t.Parallel()

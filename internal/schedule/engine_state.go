@@ -70,6 +70,11 @@ func neverSkips(p *Plan) bool {
 	return p.NoKeep && (p.Type == PlanTime || p.isInterval())
 }
 
+// PastPlanReason is the EndReason of a plan that ends on arrival: its
+// plan_time (or its whole interval series) is already past and no_keep is
+// not set, so seed 004 drops it without running.
+const PastPlanReason = "ended without running: plan_time (or the whole series) was already past and no_keep is not set (seed 004)"
+
 // Arm computes the state of s, a schedule being created (prev nil) or
 // replacing prev (an edit, a pause, a resume) at now:
 //
@@ -86,9 +91,10 @@ func neverSkips(p *Plan) bool {
 //     no_keep and week/month plans move to their next time, no_keep plans
 //     run at once, a time plan without no_keep ends).
 //
-// It fails with a *FieldError when the timetable is invalid or a new plan
-// would never run (a past plan_time without no_keep; an interval series
-// entirely in the past).
+// It fails with a *FieldError when the timetable is invalid. A new plan
+// that would never run (a past plan_time without no_keep; an interval
+// series entirely in the past) is armed ended and disabled, with
+// EndReason PastPlanReason and real_repet 0.
 func Arm(s *rota.Schedule, prev *rota.Schedule, now time.Time) error {
 	c, err := compile(s)
 	if err != nil {
@@ -100,7 +106,11 @@ func Arm(s *rota.Schedule, prev *rota.Schedule, now time.Time) error {
 		hw = prev.HighWater
 	}
 	if prev != nil {
+		// The state is the engine's, but for the error, which the caller
+		// decides (a resume clears it).
+		errMsg := s.ErrorMessage
 		s.ScheduleState = prev.ScheduleState
+		s.ErrorMessage = errMsg
 	}
 	s.HighWater = hw
 	if c.cron != nil {
@@ -118,13 +128,18 @@ func Arm(s *rota.Schedule, prev *rota.Schedule, now time.Time) error {
 		(s.Enabled && prev.Ended)
 	if restart {
 		occ, ok := p.First(now, c.loc)
+		s.PlanRunID, s.PlanRetry, s.RealRepet, s.EndReason = "", false, 0, ""
 		if !ok {
-			field := FieldPlanTime
-			return &FieldError{Field: field, Reason: "the plan would never run: its time (or its whole series) is already past and no_keep is not set"}
+			// Seed 004: a past time plan without no_keep (an interval
+			// series entirely past) ends without running.
+			s.PlanSeq, s.PlanAt, s.NextFire = 0, time.Time{}, time.Time{}
+			s.Ended, s.EndedAt, s.Enabled = true, now, false
+			s.EndReason = PastPlanReason
+			return nil
 		}
-		s.PlanSeq, s.PlanAt, s.PlanRunID, s.PlanRetry, s.RealRepet = occ.Seq, occ.At, "", false, 0
+		s.PlanSeq, s.PlanAt = occ.Seq, occ.At
 		s.Ended, s.EndedAt = false, time.Time{}
-		s.NextFire = laterOf(occ.At, now)
+		s.NextFire = Due(occ, now)
 		return nil
 	}
 	if s.Enabled && !s.Ended && s.PlanRunID == "" && !s.NextFire.IsZero() && s.NextFire.Before(now) && !s.PlanRetry {

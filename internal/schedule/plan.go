@@ -361,10 +361,23 @@ func resolveWall(w int64, loc *time.Location) time.Time {
 	return time.Date(n.Year(), n.Month(), n.Day(), n.Hour(), n.Minute(), n.Second(), 0, loc).UTC()
 }
 
-// NextN returns up to n execution times of the plan as if it were received
-// at from and every execution finished the moment it started — the preview
-// of the schedules API. It returns nil for n ≤ 0 and fewer than n times when
-// the plan finishes earlier. loc is as for First.
+// Due returns when occurrence o executes if it is considered at now: at
+// its time, or at once (now) when that is past. The engine and the preview
+// both compute an execution's start with it, and the next occurrence with
+// After from the end of that execution.
+func Due(o Occurrence, now time.Time) time.Time {
+	if o.At.After(now) {
+		return o.At
+	}
+	return now
+}
+
+// NextN returns up to n occurrence times (nominal, Occurrence.At) of the
+// plan as if it were received at from and every execution finished the
+// moment it started (at Due) — the preview of the schedules API. With
+// no_keep the first occurrence may be past (it runs at once, at from) and
+// the next ones count from then. It returns nil for n ≤ 0 and fewer than n
+// times when the plan finishes earlier. loc is as for First.
 func (p Plan) NextN(from time.Time, n int, loc *time.Location) []time.Time {
 	if n <= 0 {
 		return nil
@@ -373,7 +386,7 @@ func (p Plan) NextN(from time.Time, n int, loc *time.Location) []time.Time {
 	occ, ok := p.First(from, loc)
 	for ok && len(out) < n {
 		out = append(out, occ.At)
-		occ, ok = p.After(occ, occ.At, loc)
+		occ, ok = p.After(occ, Due(occ, from), loc)
 	}
 	return out
 }

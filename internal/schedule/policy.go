@@ -31,6 +31,15 @@ import (
 //     reached and releases held runs oldest first as slots free; at most
 //     maxQueued are held, further fires are SKIPPED with reason queue_full.
 
+// Defaults of the BACKOFF and HALF_OPEN failure actions, used when the
+// schedule's field is 0.
+const (
+	DefaultBackoffSeconds    = 60
+	DefaultBackoffMaxSeconds = 3600
+	DefaultFailureThreshold  = 3
+	DefaultCooldownSeconds   = 300
+)
+
 // policy is a schedule's run policies, defaults applied.
 type policy struct {
 	maxConcurrency int
@@ -38,6 +47,18 @@ type policy struct {
 	overlap        rota.OverlapAction
 	failure        rota.FailureAction
 	maxQueued      int
+	backoff        time.Duration // BACKOFF: first delay
+	backoffMax     time.Duration // BACKOFF: cap
+	threshold      int           // HALF_OPEN: failures that open the circuit
+	cooldown       time.Duration // HALF_OPEN: how long it stays open
+}
+
+// orDefault returns v, or def when v ≤ 0.
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 func policyOf(s *rota.Schedule, maxQueued int) policy {
@@ -63,7 +84,96 @@ func policyOf(s *rota.Schedule, maxQueued int) policy {
 	if p.maxQueued < 1 {
 		p.maxQueued = DefaultMaxQueued
 	}
+	p.backoff = time.Duration(orDefault(s.BackoffSeconds, DefaultBackoffSeconds)) * time.Second
+	p.backoffMax = time.Duration(orDefault(s.BackoffMaxSeconds, DefaultBackoffMaxSeconds)) * time.Second
+	p.threshold = orDefault(s.FailureThreshold, DefaultFailureThreshold)
+	p.cooldown = time.Duration(orDefault(s.CooldownSeconds, DefaultCooldownSeconds)) * time.Second
 	return p
+}
+
+// failState is the failure state of a schedule (rota.ScheduleState's
+// ConsecutiveFailures, Circuit, NextAllowedAt and CountedRunID) as decide
+// updates it.
+type failState struct {
+	failures    int
+	circuit     rota.Circuit
+	nextAllowed time.Time
+	counted     string // the run whose outcome was counted last
+}
+
+func failStateOf(st *rota.ScheduleState) *failState {
+	return &failState{failures: st.ConsecutiveFailures, circuit: st.Circuit, nextAllowed: st.NextAllowedAt, counted: st.CountedRunID}
+}
+
+// store writes fs back into st.
+func (fs *failState) store(st *rota.ScheduleState) {
+	st.ConsecutiveFailures, st.Circuit, st.NextAllowedAt, st.CountedRunID = fs.failures, fs.circuit, fs.nextAllowed, fs.counted
+}
+
+// backoffDelay is BACKOFF's wait after n consecutive failures:
+// backoff × 2^(n−1), at most backoffMax.
+func (p policy) backoffDelay(n int) time.Duration {
+	d := p.backoff
+	for i := 1; i < n && d < p.backoffMax; i++ {
+		d *= 2
+	}
+	return min(d, p.backoffMax)
+}
+
+// count takes in the outcome of the previous run, once per run: a failure
+// adds to the failures in a row (and sets BACKOFF's wait or opens
+// HALF_OPEN's circuit), a success resets them and closes the circuit.
+func (fs *failState) count(p policy, last *rota.ScheduleRun, ft time.Time) {
+	if last == nil || last.Unfinished() || last.Status == rota.StatusSkipped || last.TaskID == fs.counted {
+		return
+	}
+	fs.counted = last.TaskID
+	end := last.EndTime
+	if end.IsZero() {
+		end = ft
+	}
+	if !last.Failed() {
+		fs.failures, fs.nextAllowed = 0, time.Time{}
+		if p.failure == rota.FailureHalfOpen {
+			fs.circuit = rota.CircuitClosed
+		}
+		return
+	}
+	fs.failures++
+	switch p.failure {
+	case rota.FailureBackoff:
+		fs.nextAllowed = end.Add(p.backoffDelay(fs.failures))
+	case rota.FailureHalfOpen:
+		if fs.circuit == rota.CircuitHalfOpen || fs.failures >= p.threshold {
+			fs.circuit, fs.nextAllowed = rota.CircuitOpen, end.Add(p.cooldown)
+		}
+	}
+}
+
+// gate returns the skip reason of fire time ft under BACKOFF and
+// HALF_OPEN ("" when it may fire), moving an open circuit whose cool-down
+// passed to half_open (ft is then its trial). trialLive says a run fired
+// while the circuit was half_open is still unfinished.
+func (fs *failState) gate(p policy, ft time.Time, trialLive bool) rota.SkipReason {
+	switch p.failure {
+	case rota.FailureBackoff:
+		if !fs.nextAllowed.IsZero() && ft.Before(fs.nextAllowed) {
+			return rota.SkipBackoff
+		}
+	case rota.FailureHalfOpen:
+		switch fs.circuit {
+		case rota.CircuitOpen:
+			if ft.Before(fs.nextAllowed) {
+				return rota.SkipCircuitOpen
+			}
+			fs.circuit = rota.CircuitHalfOpen
+		case rota.CircuitHalfOpen:
+			if trialLive {
+				return rota.SkipCircuitOpen
+			}
+		}
+	}
+	return ""
 }
 
 // verdictKind is what a fire does.
@@ -124,8 +234,16 @@ func (rs *runSet) counts() (active, held int) {
 
 // decide applies the policies to each fire time in order, given the
 // schedule's unfinished runs (oldest first) and its previous run. newID
-// makes the task ids of new runs.
+// makes the task ids of new runs. It keeps no failure state: BACKOFF and
+// HALF_OPEN need decideFailing.
 func decide(p policy, open []rota.ScheduleRun, last *rota.ScheduleRun, fires []time.Time, newID func() string) decision {
+	return decideFailing(p, open, last, fires, newID, nil)
+}
+
+// decideFailing is decide with the schedule's failure state fs (nil: none
+// kept), which it counts the previous run's outcome into and which gates
+// the fires of BACKOFF and HALF_OPEN schedules.
+func decideFailing(p policy, open []rota.ScheduleRun, last *rota.ScheduleRun, fires []time.Time, newID func() string, fs *failState) decision {
 	rs := runSet{open: append([]rota.ScheduleRun(nil), open...), canceled: map[string]bool{}}
 	if last != nil {
 		l := *last
@@ -149,6 +267,14 @@ func decide(p policy, open []rota.ScheduleRun, last *rota.ScheduleRun, fires []t
 	}
 	for _, ft := range fires {
 		v := verdict{fireTime: ft, attempt: 1}
+		if fs != nil {
+			fs.count(p, rs.last, ft)
+			if reason := fs.gate(p, ft, rs.last != nil && rs.live(rs.last)); reason != "" {
+				v.kind, v.reason = verdictSkip, reason
+				d.verdicts = append(d.verdicts, v)
+				continue
+			}
+		}
 		overlap := rs.last != nil && rs.live(rs.last)
 		ignoreLimit := false
 		if overlap {

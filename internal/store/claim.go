@@ -10,11 +10,13 @@ import (
 type ClaimCandidate struct {
 	ID                      string
 	Payload                 []byte
-	Level                   int   // rota.Priority.Level
-	Attempt                 int   // runs so far
-	TimeoutSeconds          int   // 0: none
-	HeartbeatTimeoutSeconds int   // the lease
-	RunAt                   int64 // unix ms
+	Level                   int    // rota.Priority.Level
+	Attempt                 int    // runs so far
+	TimeoutSeconds          int    // 0: none
+	HeartbeatTimeoutSeconds int    // the lease
+	RunAt                   int64  // unix ms
+	ScheduleID              string // the schedule that fired the task; "" if none
+	FireTime                int64  // its nominal fire time, unix ms; 0 if none
 }
 
 // Start is the run a claim at now (unix ms) makes of the candidate, with
@@ -30,6 +32,7 @@ func (c ClaimCandidate) Start(kind, runID string, now int64) (run rota.ClaimedRu
 		TaskID: c.ID, RunID: runID, Kind: kind, Priority: rota.PriorityOfLevel(c.Level),
 		Payload: json.RawMessage(c.Payload), Attempt: c.Attempt + 1, HeartbeatTimeoutSeconds: c.HeartbeatTimeoutSeconds,
 		TimeoutSeconds: c.TimeoutSeconds, LeaseExpiresAt: FromMillis(lease), RunAt: FromMillis(c.RunAt),
+		ScheduleID: c.ScheduleID, FireTime: FromMillis(c.FireTime),
 	}, lease, deadline
 }
 

@@ -588,6 +588,9 @@ type ScheduleInsertParams struct {
 type ScheduleListParams struct {
 	Cursor string // id of the last schedule of the previous page; "" = first page
 	Limit  int    // 1..1000 (default 100)
+	// State keeps only the schedules in that state (rota.StateError,
+	// StateEnded, StatePaused, StateActive); "" keeps all.
+	State string
 }
 
 // ScheduleListResult is one page of schedules.

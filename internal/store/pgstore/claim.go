@@ -152,7 +152,7 @@ func lockAndPick(ctx context.Context, t *txn, p store.TaskClaimParams, kind stri
 		for rows.Next() {
 			var c candidate
 			if err := rows.Scan(&c.slot, &c.ID, &c.Payload, &c.Level, &c.Attempt, &c.TimeoutSeconds,
-				&c.HeartbeatTimeoutSeconds, &c.RunAt); err != nil {
+				&c.HeartbeatTimeoutSeconds, &c.RunAt, &c.ScheduleID, &c.FireTime); err != nil {
 				return err
 			}
 			picked = append(picked, c)
@@ -314,7 +314,7 @@ func pickSQL(pinnedOnly bool) string {
 			FROM ranked r CROSS JOIN k WHERE r.i < k.n
 			ORDER BY slot LIMIT (SELECT n FROM k)
 		)
-		SELECT p.slot, t.id, t.payload, t.level, t.attempt, t.timeout_s, t.hb_timeout_s, t.run_at
+		SELECT p.slot, t.id, t.payload, t.level, t.attempt, t.timeout_s, t.hb_timeout_s, t.run_at, t.schedule_id, t.fire_time
 		FROM tasks t JOIN picked p ON p.id = t.id
 		WHERE t.avail AND t.run_at <= $2 AND $3 <> ALL (t.holders)
 			AND ` + mine + `

@@ -39,7 +39,7 @@ var _ store.ScheduleStore = (*Store)(nil)
 const scheduleCols = `id, name, kind, level, payload, cron_expr, timezone, plan, enabled, max_concurrency,
 	concurrency_policy, overlap_action, failure_action, misfire_policy, catchup_limit, timeout_s, target,
 	version, created_at, updated_at, high_water, next_fire, last_run_id, plan_seq, plan_at, plan_run_id,
-	plan_retry, real_repet, ended, ended_at, misfire_dropped`
+	plan_retry, real_repet, ended, ended_at, misfire_dropped, options, ext_state, error_message`
 
 // scanSchedule reads the scheduleCols of a row, plus extra destinations
 // after them.
@@ -48,13 +48,18 @@ func scanSchedule(row pgx.Row, extra ...any) (*rota.Schedule, error) {
 		s                                         rota.Schedule
 		level                                     int
 		payload, plan, target                     []byte
+		options, extState, errMsg                 string
 		created, updated, hw, next, planAt, endAt int64
 	)
 	dest := []any{&s.ID, &s.Name, &s.Kind, &level, &payload, &s.CronExpr, &s.Timezone, &plan, &s.Enabled,
 		&s.MaxConcurrency, &s.ConcurrencyPolicy, &s.OverlapAction, &s.FailureAction, &s.MisfirePolicy,
 		&s.CatchupLimit, &s.TimeoutSeconds, &target, &s.Version, &created, &updated, &hw, &next, &s.LastRunID,
-		&s.PlanSeq, &planAt, &s.PlanRunID, &s.PlanRetry, &s.RealRepet, &s.Ended, &endAt, &s.MisfireDropped}
+		&s.PlanSeq, &planAt, &s.PlanRunID, &s.PlanRetry, &s.RealRepet, &s.Ended, &endAt, &s.MisfireDropped,
+		&options, &extState, &errMsg}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return nil, err
+	}
+	if err := store.ScheduleDecodeExt(&s, options, extState, errMsg); err != nil {
 		return nil, err
 	}
 	s.Priority = rota.PriorityOfLevel(level)
@@ -135,7 +140,7 @@ func (s *Store) ScheduleInsert(ctx context.Context, p store.ScheduleInsertParams
 	if err != nil {
 		return nil, err
 	}
-	args = append(args, sc.ID, ms(p.Now))
+	args = append(args, sc.ID, ms(p.Now), store.ScheduleOptionsValue(&sc), store.ScheduleExtStateValue(&sc.ScheduleState), sc.ErrorMessage)
 	var out *rota.Schedule
 	err = s.tx(ctx, "insert schedule", func(t *txn) error {
 		out = nil
@@ -151,9 +156,10 @@ func (s *Store) ScheduleInsert(ctx context.Context, p store.ScheduleInsertParams
 		t.queue(`INSERT INTO schedules (name, kind, level, payload, cron_expr, timezone, plan, enabled,
 				max_concurrency, concurrency_policy, overlap_action, failure_action, misfire_policy, catchup_limit,
 				timeout_s, target, high_water, next_fire, last_run_id, plan_seq, plan_at, plan_run_id, plan_retry,
-				real_repet, ended, ended_at, misfire_dropped, id, created_at, updated_at, version, rev)
+				real_repet, ended, ended_at, misfire_dropped, id, created_at, updated_at, version, rev,
+				options, ext_state, error_message)
 			VALUES ($1, $2, $3, $4::json, $5, $6, $7::json, $8, $9, $10, $11, $12, $13, $14, $15, $16::json,
-				$17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $29, 1, `+revSQL+`)
+				$17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $29, 1, `+revSQL+`, $30, $31, $32)
 			RETURNING `+scheduleCols, args...).
 			QueryRow(func(row pgx.Row) (err error) {
 				out, err = scanSchedule(row)
@@ -197,7 +203,7 @@ func (s *Store) ScheduleList(ctx context.Context, p store.ScheduleListParams) (s
 	if limit <= 0 {
 		limit = 100
 	}
-	q := `SELECT ` + scheduleCols + ` FROM schedules WHERE NOT deleted`
+	q := `SELECT ` + scheduleCols + ` FROM schedules WHERE NOT deleted` + store.ScheduleStateFilter(p.State)
 	args := []any{limit + 1}
 	if p.Cursor != "" {
 		q += ` AND id < $2`
@@ -232,7 +238,7 @@ func (s *Store) ScheduleUpdate(ctx context.Context, p store.ScheduleUpdateParams
 	if err != nil {
 		return nil, err
 	}
-	args = append(args, sc.ID, ms(p.Now))
+	args = append(args, sc.ID, ms(p.Now), store.ScheduleOptionsValue(&sc), store.ScheduleExtStateValue(&sc.ScheduleState), sc.ErrorMessage)
 	var out *rota.Schedule
 	err = s.tx(ctx, "update schedule", func(t *txn) error {
 		out = nil
@@ -266,7 +272,8 @@ func (s *Store) ScheduleUpdate(ctx context.Context, p store.ScheduleUpdateParams
 				overlap_action = $11, failure_action = $12, misfire_policy = $13, catchup_limit = $14,
 				timeout_s = $15, target = $16::json, high_water = $17, next_fire = $18, last_run_id = $19,
 				plan_seq = $20, plan_at = $21, plan_run_id = $22, plan_retry = $23, real_repet = $24, ended = $25,
-				ended_at = $26, misfire_dropped = $27, updated_at = $29, version = version + 1, rev = `+revSQL+`
+				ended_at = $26, misfire_dropped = $27, updated_at = $29, options = $30, ext_state = $31,
+				error_message = $32, version = version + 1, rev = `+revSQL+`
 			WHERE id = $28
 			RETURNING `+scheduleCols, args...).
 			QueryRow(func(row pgx.Row) (err error) {
@@ -478,6 +485,7 @@ type fireRows struct {
 	updHW, updNext, updPlanAt, updEndAt []int64
 	updLastFire, updPlanFire            []int64
 	updPlanSeq, updRepet, updDropped    []int64
+	updExt, updErr                      []string
 }
 
 // runOwner is the item of a new run, and the notification it makes once
@@ -625,6 +633,8 @@ func (f *fireBatch) segment(ctx context.Context, t *txn, idx []int) error {
 		w.updEnded = append(w.updEnded, state.Ended)
 		w.updEndAt = append(w.updEndAt, ms(state.EndedAt))
 		w.updDropped = append(w.updDropped, state.MisfireDropped)
+		w.updExt = append(w.updExt, store.ScheduleExtStateValue(&state))
+		w.updErr = append(w.updErr, state.ErrorMessage)
 		next := *sc
 		next.Enabled, next.ScheduleState, next.Version = enabled, state, sc.Version+1
 		it.sc = &next
@@ -756,17 +766,19 @@ func (f *fireBatch) queueWrites(t *txn, w *fireRows) {
 				AND t.fire_time = u.plan_fire AND t.schedule_id <> '' AND NOT t.triggered), u.plan_run_id)
 				ELSE u.plan_run_id END,
 			plan_retry = u.plan_retry, real_repet = u.real_repet, ended = u.ended, ended_at = u.ended_at,
-			misfire_dropped = u.misfire_dropped, version = s.version + 1
+			misfire_dropped = u.misfire_dropped, ext_state = u.ext_state, error_message = u.error_message,
+			version = s.version + 1
 		FROM unnest($1::int[], $2::text[], $3::bool[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[],
 				$8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::bool[], $13::bigint[], $14::bool[],
-				$15::bigint[], $16::bool[], $17::bigint[], $18::bigint[])
+				$15::bigint[], $16::bool[], $17::bigint[], $18::bigint[], $19::text[], $20::text[])
 			AS u(item, id, enabled, high_water, next_fire, last_run_id, last_fix, last_fire, plan_seq, plan_at,
-				plan_run_id, plan_fix, plan_fire, plan_retry, real_repet, ended, ended_at, misfire_dropped)
+				plan_run_id, plan_fix, plan_fire, plan_retry, real_repet, ended, ended_at, misfire_dropped,
+				ext_state, error_message)
 		WHERE s.id = u.id
 		RETURNING u.item, s.last_run_id, s.plan_run_id`,
 		w.updItem, w.updID, w.updEnabled, w.updHW, w.updNext, w.updLast, w.updLastFix, w.updLastFire,
 		w.updPlanSeq, w.updPlanAt, w.updPlan, w.updPlanFix, w.updPlanFire, w.updPlanRetry, w.updRepet,
-		w.updEnded, w.updEndAt, w.updDropped).
+		w.updEnded, w.updEndAt, w.updDropped, w.updExt, w.updErr).
 		Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var item int32

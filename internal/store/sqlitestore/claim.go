@@ -184,7 +184,7 @@ var pinnedCandidateQuery = pickQuery(true)
 func pickQuery(pinnedOnly bool) string {
 	const notMine = ` AND (workers = 1 OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = tasks.id
 		AND r.worker_id = ?1 AND r.status IN ('RUNNING', 'SUCCESS')))`
-	const cols = `SELECT id, payload, level, attempt, timeout_s, hb_timeout_s, pinned, run_at FROM tasks`
+	const cols = `SELECT id, payload, level, attempt, timeout_s, hb_timeout_s, pinned, run_at, schedule_id, fire_time FROM tasks`
 	var parts []string
 	for level := range 3 {
 		lv := strconv.Itoa(level)
@@ -217,7 +217,7 @@ func candidates(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind stri
 		var c candidate
 		var pinned int
 		if err := rows.Scan(&c.ID, &c.Payload, &c.Level, &c.Attempt, &c.TimeoutSeconds, &c.HeartbeatTimeoutSeconds,
-			&pinned, &c.RunAt); err != nil {
+			&pinned, &c.RunAt, &c.ScheduleID, &c.FireTime); err != nil {
 			return queues, fmt.Errorf("sqlitestore: scan candidate: %w", err)
 		}
 		// Each level lists up to max pinned and max unpinned tasks.

@@ -18,21 +18,25 @@ var _ store.ScheduleStore = (*Store)(nil)
 const scheduleCols = `id, name, kind, level, payload, cron_expr, timezone, plan, enabled, max_concurrency,
 	concurrency_policy, overlap_action, failure_action, misfire_policy, catchup_limit, timeout_s, target,
 	version, created_at, updated_at, high_water, next_fire, last_run_id, plan_seq, plan_at, plan_run_id,
-	plan_retry, real_repet, ended, ended_at, misfire_dropped`
+	plan_retry, real_repet, ended, ended_at, misfire_dropped, options, ext_state, error_message`
 
 func scanSchedule(sc scanner) (*rota.Schedule, error) {
 	var (
 		s                                         rota.Schedule
 		level, enabled, planRetry, ended          int
-		payload                                   string
+		payload, options, extState, errMsg        string
 		plan, target                              sql.NullString
 		created, updated, hw, next, planAt, endAt int64
 	)
 	err := sc.Scan(&s.ID, &s.Name, &s.Kind, &level, &payload, &s.CronExpr, &s.Timezone, &plan, &enabled,
 		&s.MaxConcurrency, &s.ConcurrencyPolicy, &s.OverlapAction, &s.FailureAction, &s.MisfirePolicy,
 		&s.CatchupLimit, &s.TimeoutSeconds, &target, &s.Version, &created, &updated, &hw, &next, &s.LastRunID,
-		&s.PlanSeq, &planAt, &s.PlanRunID, &planRetry, &s.RealRepet, &ended, &endAt, &s.MisfireDropped)
+		&s.PlanSeq, &planAt, &s.PlanRunID, &planRetry, &s.RealRepet, &ended, &endAt, &s.MisfireDropped,
+		&options, &extState, &errMsg)
 	if err != nil {
+		return nil, err
+	}
+	if err := store.ScheduleDecodeExt(&s, options, extState, errMsg); err != nil {
 		return nil, err
 	}
 	s.Priority = rota.PriorityOfLevel(level)
@@ -79,17 +83,18 @@ func scheduleConfigArgs(s *rota.Schedule) ([]any, error) {
 	}
 	return []any{s.Name, s.Kind, s.Priority.Level(), string(s.Payload), s.CronExpr, s.Timezone, plan,
 		boolInt(s.Enabled), s.MaxConcurrency, string(s.ConcurrencyPolicy), string(s.OverlapAction),
-		string(s.FailureAction), string(s.MisfirePolicy), s.CatchupLimit, s.TimeoutSeconds, target}, nil
+		string(s.FailureAction), string(s.MisfirePolicy), s.CatchupLimit, s.TimeoutSeconds, target, store.ScheduleOptionsValue(s)}, nil
 }
 
 // stateArgs returns the state columns in the order of stateSet.
 func stateArgs(st *rota.ScheduleState) []any {
 	return []any{ms(st.HighWater), ms(st.NextFire), st.LastRunID, st.PlanSeq, ms(st.PlanAt), st.PlanRunID,
-		boolInt(st.PlanRetry), st.RealRepet, boolInt(st.Ended), ms(st.EndedAt), st.MisfireDropped}
+		boolInt(st.PlanRetry), st.RealRepet, boolInt(st.Ended), ms(st.EndedAt), st.MisfireDropped,
+		store.ScheduleExtStateValue(st), st.ErrorMessage}
 }
 
 const stateSet = `high_water = ?, next_fire = ?, last_run_id = ?, plan_seq = ?, plan_at = ?, plan_run_id = ?,
-	plan_retry = ?, real_repet = ?, ended = ?, ended_at = ?, misfire_dropped = ?`
+	plan_retry = ?, real_repet = ?, ended = ?, ended_at = ?, misfire_dropped = ?, ext_state = ?, error_message = ?`
 
 const nextRev = `(SELECT COALESCE(MAX(rev), 0) + 1 FROM schedules)`
 
@@ -126,9 +131,10 @@ func (s *Store) ScheduleInsert(ctx context.Context, p store.ScheduleInsertParams
 		args = append(args, stateArgs(&sc.ScheduleState)...)
 		_, err := tx.ExecContext(ctx, `INSERT INTO schedules (id, name, kind, level, payload, cron_expr, timezone, plan,
 			enabled, max_concurrency, concurrency_policy, overlap_action, failure_action, misfire_policy,
-			catchup_limit, timeout_s, target, version, rev, created_at, updated_at, high_water, next_fire,
-			last_run_id, plan_seq, plan_at, plan_run_id, plan_retry, real_repet, ended, ended_at, misfire_dropped)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, `+nextRev+`, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+			catchup_limit, timeout_s, target, options, version, rev, created_at, updated_at, high_water, next_fire,
+			last_run_id, plan_seq, plan_at, plan_run_id, plan_retry, real_repet, ended, ended_at, misfire_dropped,
+			ext_state, error_message)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, `+nextRev+`, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 		if err != nil {
 			return fmt.Errorf("sqlitestore: insert schedule: %w", err)
 		}
@@ -174,7 +180,7 @@ func (s *Store) ScheduleList(ctx context.Context, p store.ScheduleListParams) (s
 	if limit <= 0 {
 		limit = 100
 	}
-	q := `SELECT ` + scheduleCols + ` FROM schedules WHERE deleted = 0`
+	q := `SELECT ` + scheduleCols + ` FROM schedules WHERE deleted = 0` + store.ScheduleStateFilter(p.State)
 	args := []any{}
 	if p.Cursor != "" {
 		q += ` AND id < ?`
@@ -233,7 +239,7 @@ func (s *Store) ScheduleUpdate(ctx context.Context, p store.ScheduleUpdateParams
 		args = append(args, sc.ID)
 		if _, err := tx.ExecContext(ctx, `UPDATE schedules SET name = ?, kind = ?, level = ?, payload = ?, cron_expr = ?,
 			timezone = ?, plan = ?, enabled = ?, max_concurrency = ?, concurrency_policy = ?, overlap_action = ?,
-			failure_action = ?, misfire_policy = ?, catchup_limit = ?, timeout_s = ?, target = ?, updated_at = ?,
+			failure_action = ?, misfire_policy = ?, catchup_limit = ?, timeout_s = ?, target = ?, options = ?, updated_at = ?,
 			`+stateSet+`, version = version + 1, rev = `+nextRev+` WHERE id = ?`, args...); err != nil {
 			return fmt.Errorf("sqlitestore: update schedule %s: %w", sc.ID, err)
 		}
