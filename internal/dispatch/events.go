@@ -16,7 +16,7 @@ func (d *Dispatcher) emit(ev rota.Event) {
 
 func (d *Dispatcher) emitTask(t *rota.Task, now time.Time) {
 	d.emit(rota.Event{Type: rota.EventTask, Kind: t.Kind, TaskID: t.ID, Status: t.Status, Attempt: t.Attempt,
-		Message: t.Message, Time: now, RunAt: t.RunAt})
+		Message: t.Message, Time: now, RunAt: t.RunAt, ScheduleID: t.ScheduleID, FireTime: t.FireTime})
 }
 
 func (d *Dispatcher) emitClaimed(worker string, runs []rota.ClaimedRun) {

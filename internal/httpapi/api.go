@@ -28,6 +28,8 @@ import (
 	"github.com/rotahq/rota/internal/clock"
 	"github.com/rotahq/rota/internal/dispatch"
 	"github.com/rotahq/rota/internal/netguard"
+	"github.com/rotahq/rota/internal/metrics"
+	"github.com/rotahq/rota/internal/schedule"
 	"github.com/rotahq/rota/internal/store"
 )
 
@@ -124,6 +126,12 @@ type Config struct {
 	// refuses the submit with 400 invalid naming its kind field. Nil
 	// accepts every valid kind.
 	AcceptKind func(kind string) bool
+	// ScheduleEvents, optional, receives the events of the runs that
+	// triggers and backfills create (task, schedule.fired,
+	// schedule.skipped), as the engine's fires send them.
+	ScheduleEvents func(rota.Event)
+	// ScheduleMetrics, optional, counts those runs.
+	ScheduleMetrics *metrics.Metrics
 }
 
 // API is the HTTP API. It is safe for concurrent use; create it with New.
@@ -145,6 +153,7 @@ type API struct {
 	policies     map[string]policy // the role table, by route pattern
 	extra        map[string]http.Handler
 	acceptKind   func(kind string) bool // nil: any
+	sched        *schedule.Service
 	nodeID       string
 	version      string
 	handler      http.Handler
@@ -208,6 +217,14 @@ func New(cfg Config) (*API, error) {
 	}
 	a.inflight = newInflight(cfg.MaxInflightBytes, cfg.InflightWait)
 	a.health = &writeHealth{}
+	sched, err := schedule.NewService(schedule.ServiceConfig{
+		Store: cfg.Store, Dispatcher: cfg.Dispatcher, Now: a.now, Metrics: cfg.ScheduleMetrics,
+		Events: cfg.ScheduleEvents, Changed: a.changed,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.sched = sched
 	a.handler = a.routes()
 	return a, nil
 }

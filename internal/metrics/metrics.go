@@ -21,8 +21,8 @@ type Metrics struct {
 	// Schedules: runs by status, skips by policy, misfires and fire lateness.
 
 	// RunsTotal counts schedule runs by status: SCHEDULED and SKIPPED as
-	// the engine records them, the terminal statuses as Rota's HTTP
-	// executor ends its runs (rota_runs_total{status}).
+	// the engine records them, the terminal statuses as the runs end,
+	// whoever executed them (rota_runs_total{status}).
 	RunsTotal *prometheus.CounterVec
 	// OverlapSkipped counts fires skipped by overlap_action SKIP
 	// (rota_task_overlap_skipped_total).
@@ -30,8 +30,8 @@ type Metrics struct {
 	// FailureRetry counts runs fired as retries by failure_action RETRY
 	// (rota_task_failure_retry_total).
 	FailureRetry prometheus.Counter
-	// Timeout counts runs of the HTTP executor that ended TIMEOUT
-	// (rota_task_timeout_total).
+	// Timeout counts schedule runs that ended TIMEOUT, executed by a
+	// worker or the HTTP executor (rota_task_timeout_total).
 	Timeout prometheus.Counter
 	// ConcurrencySkipped counts fires skipped by concurrency_policy SKIP or
 	// a full QUEUE (rota_concurrency_skipped_total).
@@ -51,7 +51,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		RunsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rota_runs_total",
-			Help: "Schedule runs by status: SCHEDULED and SKIPPED as fired by the engine, terminal statuses as ended by the HTTP executor.",
+			Help: "Schedule runs by status: SCHEDULED and SKIPPED as fired by the engine, terminal statuses as the runs end (workers and the HTTP executor).",
 		}, []string{"status"}),
 		OverlapSkipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rota_task_overlap_skipped_total",
@@ -63,7 +63,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		Timeout: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rota_task_timeout_total",
-			Help: "Schedule runs of the HTTP executor that ended TIMEOUT.",
+			Help: "Schedule runs that ended TIMEOUT (workers and the HTTP executor).",
 		}),
 		ConcurrencySkipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rota_concurrency_skipped_total",
@@ -129,6 +129,24 @@ func (m *Metrics) TimedOut() {
 func (m *Metrics) Misfires(n int64) {
 	if m != nil && n > 0 {
 		m.MisfireDropped.Add(float64(n))
+	}
+}
+
+// ObserveEvent counts the end of a schedule's run, whoever executed it (a
+// worker or Rota's HTTP executor): a task event of a task fired by a
+// schedule in a terminal status other than SKIPPED (the engine counts
+// those as it records them) adds to rota_runs_total, and TIMEOUT to
+// rota_task_timeout_total. Wire it to the dispatcher's event sink.
+func (m *Metrics) ObserveEvent(ev rota.Event) {
+	if m == nil || ev.Type != rota.EventTask || ev.ScheduleID == "" {
+		return
+	}
+	switch ev.Status {
+	case rota.StatusSuccess, rota.StatusFailed, rota.StatusCanceled:
+		m.Run(ev.Status)
+	case rota.StatusTimeout:
+		m.Run(ev.Status)
+		m.TimedOut()
 	}
 }
 

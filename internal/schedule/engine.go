@@ -58,6 +58,9 @@ type EngineConfig struct {
 	Logger     *slog.Logger        // default slog.Default()
 	Metrics    *metrics.Metrics    // optional
 	IDs        *rota.IDGenerator   // task ids of new runs; default a new one
+	// Events, optional, receives the task event of each new run and a
+	// schedule.fired or schedule.skipped event (Message: the reason).
+	Events func(rota.Event)
 
 	MaxCatchUp        int           // default DefaultMaxCatchUp
 	MaxMisfireRecords int           // default DefaultMaxMisfireRecords
@@ -722,6 +725,7 @@ func (e *Engine) settle(ctx context.Context, it *fireItem, res *store.ScheduleFi
 	for i := range res.Inserted {
 		r := &res.Inserted[i]
 		m.Run(r.Status)
+		emitRun(e.cfg.Events, s, r)
 		if r.Status == rota.StatusScheduled && !r.Held {
 			ready++
 			if !r.Triggered {
@@ -752,7 +756,7 @@ func (e *Engine) settle(ctx context.Context, it *fireItem, res *store.ScheduleFi
 	if ready == 0 && len(res.Cancel) == 0 {
 		return nil
 	}
-	kind, name, target, cancel := s.Kind, s.Name, s.Target != nil, res.Cancel
+	kind, target, cancel := s.Kind, s.Target != nil, res.Cancel
 	return func() {
 		if ready > 0 {
 			n := ready
@@ -761,12 +765,9 @@ func (e *Engine) settle(ctx context.Context, it *fireItem, res *store.ScheduleFi
 			}
 			e.cfg.Dispatcher.Notify(kind, n)
 		}
-		for _, id := range cancel {
-			msg := fmt.Sprintf("canceled: a newer run of schedule %q started (overlap_action CANCEL_PREV)", name)
-			if _, err := e.cfg.Dispatcher.StopTask(context.WithoutCancel(ctx), id, msg); err != nil && !errors.Is(err, rota.ErrConflict) && !errors.Is(err, rota.ErrNotFound) {
-				e.cfg.Logger.Warn("schedule engine: cancel previous run", "schedule", s.ID, "task", id, "err", err)
-			}
-		}
+		stopCanceled(ctx, e.cfg.Dispatcher, s, cancel, func(id string, err error) {
+			e.cfg.Logger.Warn("schedule engine: cancel previous run", "schedule", s.ID, "task", id, "err", err)
+		})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +41,30 @@ type env struct {
 	m    *metrics.Metrics
 	reg  *prometheus.Registry
 	ids  *rota.IDGenerator
+
+	evMu   sync.Mutex
+	events []rota.Event // every event of the dispatcher and the engine
+}
+
+// record is the event sink of the env's dispatcher and engine.
+func (e *env) record(ev rota.Event) {
+	e.m.ObserveEvent(ev)
+	e.evMu.Lock()
+	e.events = append(e.events, ev)
+	e.evMu.Unlock()
+}
+
+// eventsOf returns the events of type typ so far.
+func (e *env) eventsOf(typ rota.EventType) []rota.Event {
+	e.evMu.Lock()
+	defer e.evMu.Unlock()
+	var out []rota.Event
+	for _, ev := range e.events {
+		if ev.Type == typ {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 func setup(t testing.TB) *env {
@@ -58,12 +83,14 @@ func open(t testing.TB, path string, clk *clock.Fake) *env {
 	t.Cleanup(func() { st.Close() })
 	e := &env{t: t, ctx: ctx, clk: clk, path: path, st: st, ids: &rota.IDGenerator{}}
 	logger := slog.New(slog.DiscardHandler)
-	e.disp, err = dispatch.New(dispatch.Config{Store: st, Clock: clk, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
 	e.reg = prometheus.NewRegistry()
 	if e.m, err = metrics.New(e.reg); err != nil {
+		t.Fatal(err)
+	}
+	// As the server wires them: the ends of schedule runs are counted
+	// from the dispatcher's task events, whoever executed them.
+	e.disp, err = dispatch.New(dispatch.Config{Store: st, Clock: clk, Logger: logger, Events: e.record})
+	if err != nil {
 		t.Fatal(err)
 	}
 	e.eng = e.newEngine()
@@ -73,6 +100,7 @@ func open(t testing.TB, path string, clk *clock.Fake) *env {
 func (e *env) newEngine() *schedule.Engine {
 	eng, err := schedule.NewEngine(schedule.EngineConfig{
 		Store: e.st, Dispatcher: e.disp, Clock: e.clk, Logger: slog.New(slog.DiscardHandler), Metrics: e.m, IDs: e.ids,
+		Events: e.record,
 		FireAhead: -1, // deterministic: the lead depends on measured store speed (TestFireAhead covers it)
 	})
 	if err != nil {

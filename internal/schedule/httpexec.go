@@ -68,8 +68,16 @@ type HTTPExecutorConfig struct {
 	MaxInFlight  int           // default DefaultHTTPMaxInFlight
 	MessageBytes int           // default DefaultHTTPMessageBytes
 	ClaimWait    time.Duration // long-poll wait of a claim (default 5s)
-	KindsRefresh time.Duration // how often the target kinds are read again (default 5s)
+	KindsRefresh time.Duration // how often the target kinds are read again (default 5s; Changed: at once)
+	// StopPoll is how often a request in flight checks whether its run
+	// was asked to stop (a read, not a heartbeat), so that a stop aborts
+	// it within that time (default DefaultHTTPStopPoll).
+	StopPoll time.Duration
 }
+
+// DefaultHTTPStopPoll is the default HTTPExecutorConfig.StopPoll: a stop
+// aborts the request in flight within half a second.
+const DefaultHTTPStopPoll = 500 * time.Millisecond
 
 // HTTPExecutor runs the runs of schedules that have a Target (seed 003's
 // executor) inside the server: it is a worker whose id is
@@ -102,9 +110,10 @@ type HTTPExecutor struct {
 	abort   context.CancelFunc
 	unhook  func() bool // set by Start: detaches halt from Start's context
 
-	mu      sync.Mutex // guards kinds and kindsAt
-	kinds   []string
-	kindsAt time.Time
+	mu          sync.Mutex // guards the fields below
+	kinds       []string
+	kindsAt     time.Time
+	claimCancel context.CancelFunc // ends the claim in progress (Changed)
 }
 
 // NewHTTPExecutor checks cfg and applies its defaults.
@@ -136,6 +145,9 @@ func NewHTTPExecutor(cfg HTTPExecutorConfig) (*HTTPExecutor, error) {
 	}
 	if cfg.KindsRefresh <= 0 {
 		cfg.KindsRefresh = 5 * time.Second
+	}
+	if cfg.StopPoll <= 0 {
+		cfg.StopPoll = DefaultHTTPStopPoll
 	}
 	// The root of the requests' contexts, for ClaimOnce and Execute called
 	// before Start too; Stop cancels it, and so does the end of the context
@@ -220,6 +232,20 @@ func (x *HTTPExecutor) targetKinds(ctx context.Context) ([]string, error) {
 	return x.kinds, nil
 }
 
+// Changed tells the executor that a schedule changed on this node: it
+// reads the target kinds again at once, ending a claim in progress that
+// waits on the old ones, so a new target kind is served without delay.
+// (A changed target URL, method or headers needs nothing: each request
+// reads its schedule when it starts.) Safe from any goroutine.
+func (x *HTTPExecutor) Changed() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.kinds = nil
+	if x.claimCancel != nil {
+		x.claimCancel()
+	}
+}
+
 // ClaimOnce claims as many target runs as there are free slots (waiting up
 // to wait for some) and starts executing them in the background. It
 // returns how many it started.
@@ -244,9 +270,20 @@ func (x *HTTPExecutor) ClaimOnce(ctx context.Context, wait time.Duration) (int, 
 		}
 		break
 	}
-	res, err := x.cfg.Dispatcher.Claim(ctx, dispatch.ClaimRequest{
+	cctx, cancel := context.WithCancel(ctx)
+	x.mu.Lock()
+	x.claimCancel = cancel
+	x.mu.Unlock()
+	res, err := x.cfg.Dispatcher.Claim(cctx, dispatch.ClaimRequest{
 		WorkerID: rota.HTTPWorkerID, Kinds: kinds, Max: free, Wait: wait, PinnedOnly: true,
 	})
+	x.mu.Lock()
+	x.claimCancel = nil
+	x.mu.Unlock()
+	cancel()
+	if err != nil && cctx.Err() != nil && ctx.Err() == nil {
+		err = nil // ended by Changed: claim again with the new kinds
+	}
 	for range free - len(res.Runs) {
 		<-x.slots
 	}
@@ -292,10 +329,7 @@ func (x *HTTPExecutor) Execute(ctx context.Context, c rota.ClaimedRun) rota.Stat
 		}
 		return x.report(ctx, c, false, fmt.Sprintf("Rota's HTTP executor cannot run task %s: %s", c.TaskID, why), nil)
 	}
-	timeout := time.Duration(c.TimeoutSeconds) * time.Second
-	if timeout <= 0 {
-		timeout = DefaultHTTPTimeout
-	}
+	timeout := time.Duration(c.TimeoutSeconds) * time.Second // 0: none, as for any task
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stopWatch := x.watch(rctx, cancel, c, timeout)
@@ -368,9 +402,10 @@ func redact(msg string, headers map[string]string) string {
 	return msg
 }
 
-// watch cancels the request when the run's timeout passes, when a
-// heartbeat answers stop and when the lease is lost; it heartbeats every
-// third of the lease meanwhile.
+// watch cancels the request when the run's timeout passes (none when
+// timeout is 0), when it was asked to stop (checked every StopPoll, and by
+// each heartbeat) and when the lease is lost; it heartbeats every third of
+// the lease meanwhile.
 func (x *HTTPExecutor) watch(ctx context.Context, cancel context.CancelCauseFunc, c rota.ClaimedRun, timeout time.Duration) func() {
 	hb := time.Duration(c.HeartbeatTimeoutSeconds) * time.Second / 3
 	if hb <= 0 {
@@ -378,23 +413,38 @@ func (x *HTTPExecutor) watch(ctx context.Context, cancel context.CancelCauseFunc
 	}
 	done := make(chan struct{})
 	// The timers start now, before the request is sent.
-	deadline := x.cfg.Clock.NewTimer(timeout)
+	var deadline clock.Timer
+	var deadlineC <-chan time.Time
+	if timeout > 0 {
+		deadline = x.cfg.Clock.NewTimer(timeout)
+		deadlineC = deadline.C()
+	}
 	beat := x.cfg.Clock.NewTimer(hb)
+	poll := x.cfg.Clock.NewTimer(x.cfg.StopPoll)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		defer deadline.Stop()
 		defer beat.Stop()
+		defer poll.Stop()
+		if deadline != nil {
+			defer deadline.Stop()
+		}
 		for {
 			select {
 			case <-done:
 				return
 			case <-ctx.Done():
 				return
-			case <-deadline.C():
+			case <-deadlineC:
 				cancel(errRunTimeout)
 				return
+			case <-poll.C():
+				if x.stopAsked(ctx, c) {
+					cancel(errRunStopped)
+					return
+				}
+				poll.Reset(x.cfg.StopPoll)
 			case <-beat.C():
 				res, err := x.cfg.Dispatcher.Heartbeat(ctx, c.RunID, rota.HTTPWorkerID, "")
 				switch {
@@ -413,6 +463,21 @@ func (x *HTTPExecutor) watch(ctx context.Context, cancel context.CancelCauseFunc
 		close(done)
 		wg.Wait()
 	}
+}
+
+// stopAsked reports whether run c was asked to stop (a user's stop,
+// CANCEL_PREV), reading its task.
+func (x *HTTPExecutor) stopAsked(ctx context.Context, c rota.ClaimedRun) bool {
+	t, err := x.cfg.Tasks.TaskGet(ctx, c.TaskID)
+	if err != nil {
+		return false // the heartbeat decides
+	}
+	for _, r := range t.Runs {
+		if r.ID == c.RunID {
+			return r.StopRequested
+		}
+	}
+	return false
 }
 
 // report completes the run and returns the status it ended in.
@@ -436,10 +501,8 @@ func (x *HTTPExecutor) report(ctx context.Context, c rota.ClaimedRun, ok bool, m
 		x.cfg.Logger.Warn("http executor: report", "task", c.TaskID, "run", c.RunID, "err", err)
 		return ""
 	}
-	x.cfg.Metrics.Run(status)
-	if status == rota.StatusTimeout {
-		x.cfg.Metrics.TimedOut()
-	}
+	// The end of the run is counted from the dispatcher's task event
+	// (metrics.ObserveEvent), as for a worker's run.
 	return status
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/schedule"
 )
 
@@ -24,6 +25,7 @@ func (s *Server) initSchedules() (*scheduling, error) {
 	eng, err := schedule.NewEngine(schedule.EngineConfig{
 		Store: s.store, Dispatcher: s.disp, Clock: s.cfg.Clock, Logger: s.cfg.Logger, Metrics: s.sched,
 		Term: s.fencingTerm,
+		Events: func(ev rota.Event) { s.hub.Publish(ev) },
 	})
 	if err != nil {
 		return nil, err
@@ -39,11 +41,13 @@ func (s *Server) initSchedules() (*scheduling, error) {
 	return &scheduling{engine: eng, exec: exec}, nil
 }
 
-// changed tells the engine that a schedule changed on this node (the API's
-// ScheduleChanged).
+// changed tells the engine and the executor that schedule id changed on
+// this node (the API's ScheduleChanged): the engine reloads it, the
+// executor reads the target kinds again at once.
 func (sc *scheduling) changed(id string) {
 	if sc != nil {
 		sc.engine.Changed(id)
+		sc.exec.Changed()
 	}
 }
 

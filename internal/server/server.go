@@ -293,7 +293,7 @@ func (s *Server) initDispatcher() error {
 		NoWorkerAfter:   s.cfg.NoWorkerAfter,
 		NoWorkerChanged: s.queue.SetNoWorker,
 		Leader:          s.elector.Leading,
-		Events:          func(ev rota.Event) { s.hub.Publish(ev); s.queue.Observe(ev) },
+		Events:          func(ev rota.Event) { s.hub.Publish(ev); s.queue.Observe(ev); s.sched.ObserveEvent(ev) },
 	})
 	if err != nil {
 		return err
@@ -327,7 +327,9 @@ func (s *Server) initHTTP() error {
 				ErrorLog:      slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 			}),
 		},
-		AcceptKind: s.kinds.acceptKind(),
+		AcceptKind:      s.kinds.acceptKind(),
+		ScheduleEvents:  func(ev rota.Event) { s.hub.Publish(ev); s.queue.Observe(ev) },
+		ScheduleMetrics: s.sched,
 	})
 	if err != nil {
 		return err
