@@ -65,7 +65,8 @@ type ScheduleRequest struct {
 	// OverlapAction is ALLOW, SKIP, CANCEL_PREV or PARALLEL (any case);
 	// default ALLOW.
 	OverlapAction *rota.OverlapAction `json:"overlap_action,omitempty"`
-	// FailureAction is RUN_NEW, SKIP or RETRY (any case); default RUN_NEW.
+	// FailureAction is RUN_NEW, SKIP, RETRY, BACKOFF or HALF_OPEN (any
+	// case); default RUN_NEW.
 	FailureAction *rota.FailureAction `json:"failure_action,omitempty"`
 	// MisfirePolicy is FIRE_NOW, SKIP or CATCH_UP_LIMITED (any case);
 	// default SKIP.
@@ -73,8 +74,22 @@ type ScheduleRequest struct {
 	// CatchupLimit is the number of missed fire times kept by
 	// CATCH_UP_LIMITED.
 	CatchupLimit *int `json:"catchup_limit,omitempty"`
-	// TimeoutSeconds limits each run; ≤ 0 means the default, 10.
+	// TimeoutSeconds limits each run; absent, the kind's default (none), as
+	// for any task; ≤ 0 means 10 (seed 003).
 	TimeoutSeconds *int `json:"timeout_seconds,omitempty"`
+	// BackoffSeconds is BACKOFF's first wait after a failure; default 60.
+	BackoffSeconds *int `json:"backoff_seconds,omitempty"`
+	// BackoffMaxSeconds caps BACKOFF's doubling wait; default 3600.
+	BackoffMaxSeconds *int `json:"backoff_max_seconds,omitempty"`
+	// FailureThreshold is the failures in a row that open HALF_OPEN's
+	// circuit; default 3.
+	FailureThreshold *int `json:"failure_threshold,omitempty"`
+	// CooldownSeconds is how long HALF_OPEN's circuit stays open; default
+	// 300.
+	CooldownSeconds *int `json:"cooldown_seconds,omitempty"`
+	// JitterSeconds delays each run by a deterministic offset in
+	// [0, JitterSeconds) from the schedule id and fire time; default 0.
+	JitterSeconds *int `json:"jitter_seconds,omitempty"`
 	// Target is a Target object; null removes the schedule's target. It is
 	// raw so that the server tells null from absent and names the field
 	// at fault ("target.url").
@@ -164,6 +179,32 @@ type Schedule struct {
 	Ended bool `json:"ended"`
 	// EndedAt is when it ended; unix seconds, 0 when unset.
 	EndedAt int64 `json:"ended_at"`
+	// State is active, paused, ended or error.
+	State string `json:"state"`
+	// ErrorMessage says why a schedule in state error cannot go on.
+	ErrorMessage string `json:"error_message"`
+	// EndReason says why a plan ended without running, if it did.
+	EndReason string `json:"end_reason"`
+	// EffectiveTimeoutSeconds is the time limit its runs get: 0 for none
+	// (the kind's default).
+	EffectiveTimeoutSeconds int `json:"effective_timeout_seconds"`
+	// BackoffSeconds, BackoffMaxSeconds, FailureThreshold and
+	// CooldownSeconds are the settings of BACKOFF and HALF_OPEN, defaults
+	// applied.
+	BackoffSeconds    int `json:"backoff_seconds"`
+	BackoffMaxSeconds int `json:"backoff_max_seconds"`
+	FailureThreshold  int `json:"failure_threshold"`
+	CooldownSeconds   int `json:"cooldown_seconds"`
+	// JitterSeconds is the jitter of its runs; 0 for none.
+	JitterSeconds int `json:"jitter_seconds"`
+	// ConsecutiveFailures counts the failed, timed-out or canceled runs in
+	// a row, as counted when the schedule fires.
+	ConsecutiveFailures int `json:"consecutive_failures"`
+	// Circuit is HALF_OPEN's circuit: closed, open or half_open.
+	Circuit rota.Circuit `json:"circuit"`
+	// NextAllowedAt is the instant before which fires are skipped (BACKOFF,
+	// an open circuit); unix seconds, 0 when none.
+	NextAllowedAt int64 `json:"next_allowed_at"`
 }
 
 // ScheduleList is the data of GET /api/schedules: a page of schedules,
@@ -179,6 +220,43 @@ type ScheduleList struct {
 type ScheduleIDResponse struct {
 	// ScheduleID is the schedule's id.
 	ScheduleID string `json:"schedule_id"`
+	// Message says what became of a schedule created ended (a past plan);
+	// absent otherwise.
+	Message string `json:"message,omitempty"`
+}
+
+// TriggerRequest is the optional body of POST
+// /api/schedules/{id}/trigger.
+type TriggerRequest struct {
+	// Force bypasses the overlap and concurrency policies.
+	Force bool `json:"force,omitempty"`
+}
+
+// BackfillRequest is the body of POST /api/schedules/{id}/backfill.
+type BackfillRequest struct {
+	// From is the first instant of the range, unix seconds, included.
+	From *int64 `json:"from"`
+	// To ends the range, unix seconds, excluded; at most 1000 fire times
+	// between them.
+	To *int64 `json:"to"`
+	// Force bypasses the overlap and concurrency policies.
+	Force bool `json:"force,omitempty"`
+}
+
+// BackfillSkip is a fire time a backfill did not queue.
+type BackfillSkip struct {
+	// FireTime is the fire time, unix seconds.
+	FireTime int64 `json:"fire_time"`
+	// Reason is a policy's skip reason, or duplicate when it had a run.
+	Reason string `json:"reason"`
+}
+
+// BackfillResponse is the data of POST /api/schedules/{id}/backfill.
+type BackfillResponse struct {
+	// Queued are the fire times given a run, unix seconds; [] when none.
+	Queued []int64 `json:"queued"`
+	// Skipped are the others, with why; [] when none.
+	Skipped []BackfillSkip `json:"skipped"`
 }
 
 // TriggerResponse is the data of POST /api/schedules/{id}/trigger.
@@ -188,6 +266,14 @@ type TriggerResponse struct {
 	// FireTime is the instant of the trigger, the run's fire time;
 	// unix seconds, 0 when unset.
 	FireTime int64 `json:"fire_time"`
+	// Status is SCHEDULED, or SKIPPED when a policy skipped the trigger.
+	Status rota.Status `json:"status"`
+	// Reason is the skip reason (overlap, concurrency, queue_full), else "".
+	Reason rota.SkipReason `json:"reason"`
+	// Held is true when QUEUE holds the run for a slot.
+	Held bool `json:"held"`
+	// Message is the run's message.
+	Message string `json:"message"`
 }
 
 // ScheduleRun is one run of a schedule.
@@ -227,6 +313,10 @@ type ScheduleRunList struct {
 // FireTimes is the data of GET /api/schedules/{id}/next and POST
 // /api/schedules/preview.
 type FireTimes struct {
-	// FireTimes are the fire times, in order; [] when none.
+	// FireTimes are the nominal fire times, in order, unix seconds; []
+	// when none.
 	FireTimes []int64 `json:"fire_times"`
+	// RunTimes are the instants the runs become claimable, unix ms: the
+	// fire times delayed by the schedule's jitter.
+	RunTimes []int64 `json:"run_times"`
 }

@@ -27,8 +27,8 @@ import (
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/clock"
 	"github.com/rotahq/rota/internal/dispatch"
-	"github.com/rotahq/rota/internal/netguard"
 	"github.com/rotahq/rota/internal/metrics"
+	"github.com/rotahq/rota/internal/netguard"
 	"github.com/rotahq/rota/internal/schedule"
 	"github.com/rotahq/rota/internal/store"
 )

@@ -20,8 +20,16 @@ const internalMessage = "internal error: the server could not complete the reque
 
 // writeData answers 200 with data in a success envelope.
 func (a *API) writeData(w http.ResponseWriter, r *http.Request, data any) {
-	a.writeEnvelope(w, r, http.StatusOK, envelope{Code: 0, Message: "ok", Data: data})
+	status := http.StatusOK
+	if s, ok := data.(statusSetter); ok {
+		status = s.httpStatus()
+	}
+	a.writeEnvelope(w, r, status, envelope{Code: 0, Message: "ok", Data: data})
 }
+
+// statusSetter is a response whose success status is not 200 (201 for a
+// created schedule).
+type statusSetter interface{ httpStatus() int }
 
 // writeError is the one place that maps an error to an HTTP status and an
 // envelope (through clientError).

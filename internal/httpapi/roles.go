@@ -108,19 +108,20 @@ func routePolicies() map[string]policy {
 		"POST /api/workers/{id}/deregister": {perm: permWork}, // a worker's goodbye
 
 		// Operators' changes, audited.
-		"PATCH /api/tasks/{id}":            {perm: permOperate, audit: "task.update"},
-		"POST /api/tasks/run_again/{id}":   {perm: permOperate, audit: "task.run_again"},
-		"POST /api/tasks/stop/{id}":        {perm: permOperate, audit: "task.stop"},
-		"PUT /api/kinds/{kind}":            {perm: permOperate, audit: "kind.update"},
-		"POST /api/kinds/{kind}/pause":     {perm: permOperate, audit: "kind.pause"},
-		"POST /api/kinds/{kind}/resume":    {perm: permOperate, audit: "kind.resume"},
-		"POST /api/workers/{id}/stop":      {perm: permOperate, audit: "worker.stop"},
-		"POST /api/schedules":              {perm: permOperate, audit: "schedule.create"},
-		"PATCH /api/schedules/{id}":        {perm: permOperate, audit: "schedule.update"},
-		"DELETE /api/schedules/{id}":       {perm: permOperate, audit: "schedule.delete"},
-		"POST /api/schedules/{id}/pause":   {perm: permOperate, audit: "schedule.pause"},
-		"POST /api/schedules/{id}/resume":  {perm: permOperate, audit: "schedule.resume"},
-		"POST /api/schedules/{id}/trigger": {perm: permOperate, audit: "schedule.trigger"},
+		"PATCH /api/tasks/{id}":             {perm: permOperate, audit: "task.update"},
+		"POST /api/tasks/run_again/{id}":    {perm: permOperate, audit: "task.run_again"},
+		"POST /api/tasks/stop/{id}":         {perm: permOperate, audit: "task.stop"},
+		"PUT /api/kinds/{kind}":             {perm: permOperate, audit: "kind.update"},
+		"POST /api/kinds/{kind}/pause":      {perm: permOperate, audit: "kind.pause"},
+		"POST /api/kinds/{kind}/resume":     {perm: permOperate, audit: "kind.resume"},
+		"POST /api/workers/{id}/stop":       {perm: permOperate, audit: "worker.stop"},
+		"POST /api/schedules":               {perm: permOperate, audit: "schedule.create"},
+		"PATCH /api/schedules/{id}":         {perm: permOperate, audit: "schedule.update"},
+		"DELETE /api/schedules/{id}":        {perm: permOperate, audit: "schedule.delete"},
+		"POST /api/schedules/{id}/pause":    {perm: permOperate, audit: "schedule.pause"},
+		"POST /api/schedules/{id}/resume":   {perm: permOperate, audit: "schedule.resume"},
+		"POST /api/schedules/{id}/trigger":  {perm: permOperate, audit: "schedule.trigger"},
+		"POST /api/schedules/{id}/backfill": {perm: permOperate, audit: "schedule.backfill"},
 
 		// Admins only.
 		"POST /api/tokens":              {perm: permAdmin, audit: "token.create"},

@@ -48,6 +48,7 @@ func (a *API) mountSchedules(mux *http.ServeMux) {
 	mount(a, mux, "POST /api/schedules/{id}/pause", bodyOptional, a.schedulePause)
 	mount(a, mux, "POST /api/schedules/{id}/resume", bodyOptional, a.scheduleResume)
 	mount(a, mux, "POST /api/schedules/{id}/trigger", bodyOptional, a.scheduleTrigger)
+	mount(a, mux, "POST /api/schedules/{id}/backfill", bodyRequired, a.scheduleBackfill)
 	mount(a, mux, "GET /api/schedules/{id}/runs", bodyNone, a.scheduleRuns)
 	mount(a, mux, "GET /api/schedules/{id}/next", bodyNone, a.scheduleNext)
 }
@@ -66,7 +67,7 @@ func newSchedule() rota.Schedule {
 	return rota.Schedule{
 		Priority: rota.PriorityMid, Timezone: "UTC", Enabled: true, MaxConcurrency: 1,
 		ConcurrencyPolicy: rota.ConcurrencySkip, OverlapAction: rota.OverlapAllow, FailureAction: rota.FailureRunNew,
-		MisfirePolicy: rota.MisfireSkip, TimeoutSeconds: defaultTimeoutSecs,
+		MisfirePolicy: rota.MisfireSkip, // TimeoutSeconds 0: the kind's default, as for any task
 	}
 }
 
@@ -158,7 +159,7 @@ func applySchedule(a *API, b *rotaapi.ScheduleRequest, s *rota.Schedule, create 
 	} else if ok {
 		s.OverlapAction = v
 	}
-	if v, ok, err := checkEnum("failure_action", b.FailureAction, rota.FailureAction.Valid, "RUN_NEW, SKIP, RETRY"); err != nil {
+	if v, ok, err := checkEnum("failure_action", b.FailureAction, rota.FailureAction.Valid, "RUN_NEW, SKIP, RETRY, BACKOFF, HALF_OPEN"); err != nil {
 		return err
 	} else if ok {
 		s.FailureAction = v
@@ -192,6 +193,35 @@ func applySchedule(a *API, b *rotaapi.ScheduleRequest, s *rota.Schedule, create 
 			return err
 		}
 		s.Target = t
+	}
+	return applyFailure(b, s)
+}
+
+// applyFailure checks and applies the settings of the BACKOFF and
+// HALF_OPEN failure actions (0 means the default) and the jitter.
+func applyFailure(b *rotaapi.ScheduleRequest, s *rota.Schedule) error {
+	for _, f := range []struct {
+		name string
+		v    *int
+		dst  *int
+		max  int
+	}{
+		{"backoff_seconds", b.BackoffSeconds, &s.BackoffSeconds, maxTimeoutSeconds},
+		{"backoff_max_seconds", b.BackoffMaxSeconds, &s.BackoffMaxSeconds, maxTimeoutSeconds},
+		{"failure_threshold", b.FailureThreshold, &s.FailureThreshold, maxConcurrencyCap},
+		{"cooldown_seconds", b.CooldownSeconds, &s.CooldownSeconds, maxTimeoutSeconds},
+		{"jitter_seconds", b.JitterSeconds, &s.JitterSeconds, schedule.MaxJitterSeconds},
+	} {
+		if f.v == nil {
+			continue
+		}
+		if err := checkRange(f.name, *f.v, 0, f.max); err != nil {
+			return err
+		}
+		*f.dst = *f.v
+	}
+	if s.BackoffMaxSeconds > 0 && s.BackoffMaxSeconds < s.BackoffSeconds {
+		return rota.Invalid("backoff_max_seconds", "must be at least backoff_seconds (%d)", s.BackoffSeconds)
 	}
 	return nil
 }
@@ -289,10 +319,17 @@ func (c *createRequest) validate(a *API) error {
 	return applySchedule(a, &c.ScheduleRequest, &c.sched, true)
 }
 
-// scheduleCreate stores a new schedule.
+// scheduleCreated is rotaapi.ScheduleIDResponse answered 201 Created.
+type scheduleCreated struct{ rotaapi.ScheduleIDResponse }
+
+func (*scheduleCreated) httpStatus() int { return http.StatusCreated }
+
+// scheduleCreate stores a new schedule; it answers 201 Created. A plan
+// that would never run (a past time plan without no_keep) is stored
+// ended, real_repet 0, and Message says so.
 //
 // POST /api/schedules
-func (a *API) scheduleCreate(ctx context.Context, req *createRequest) (*rotaapi.ScheduleIDResponse, error) {
+func (a *API) scheduleCreate(ctx context.Context, req *createRequest) (*scheduleCreated, error) {
 	now := a.now()
 	s := req.sched
 	s.ID = a.disp.NewID()
@@ -305,7 +342,11 @@ func (a *API) scheduleCreate(ctx context.Context, req *createRequest) (*rotaapi.
 	}
 	a.changed(got.ID)
 	noteAudit(ctx, got.ID, nil, new(toSchedule(got)))
-	return &rotaapi.ScheduleIDResponse{ScheduleID: got.ID}, nil
+	out := &scheduleCreated{rotaapi.ScheduleIDResponse{ScheduleID: got.ID}}
+	if got.Ended {
+		out.Message = "accepted, but the plan ended at once with real_repet 0: " + got.EndReason
+	}
+	return out, nil
 }
 
 // scheduleListRequest holds the query of GET /api/schedules.
@@ -314,12 +355,20 @@ type scheduleListRequest struct {
 }
 
 func (l *scheduleListRequest) readRequest(r *http.Request) error {
-	return readQuery(r, pageParams(&l.params.Limit, &l.params.Cursor, checkID)...)
+	state := queryParam{"state", func(v string) error {
+		switch v {
+		case rota.StateActive, rota.StatePaused, rota.StateEnded, rota.StateError:
+			l.params.State = v
+			return nil
+		}
+		return rota.Invalid("state", "must be active, paused, ended or error, got %s", shortQuote(v))
+	}}
+	return readQuery(r, append(pageParams(&l.params.Limit, &l.params.Cursor, checkID), state)...)
 }
 
-// scheduleList lists schedules, newest first.
+// scheduleList lists schedules, newest first, of one state if asked.
 //
-// GET /api/schedules?limit=&cursor=
+// GET /api/schedules?limit=&cursor=&state=
 func (a *API) scheduleList(ctx context.Context, req *scheduleListRequest) (*rotaapi.ScheduleList, error) {
 	res, err := a.store.ScheduleList(ctx, req.params)
 	if err != nil {
@@ -448,12 +497,15 @@ func (a *API) schedulePause(ctx context.Context, req *scheduleRef) (*rotaapi.Sch
 	return new(toSchedule(s)), nil
 }
 
-// scheduleResume enables a schedule. Fire times of the pause are not
-// caught up: the misfire policy applies from the resume on.
+// scheduleResume enables a schedule, and takes one in state error back
+// into the queue (its error cleared: resume once the cause is fixed; the
+// engine puts it back in state error if it still cannot go on). Fire
+// times of the pause are not caught up: the misfire policy applies from
+// the resume on.
 //
 // POST /api/schedules/{id}/resume
 func (a *API) scheduleResume(ctx context.Context, req *scheduleRef) (*rotaapi.Schedule, error) {
-	s, err := a.edit(ctx, req.ref, func(s *rota.Schedule) error { s.Enabled = true; return nil })
+	s, err := a.edit(ctx, req.ref, func(s *rota.Schedule) error { s.Enabled, s.ErrorMessage = true, ""; return nil })
 	if err != nil {
 		return nil, fmt.Errorf("resume schedule: %w", err)
 	}
@@ -461,26 +513,76 @@ func (a *API) scheduleResume(ctx context.Context, req *scheduleRef) (*rotaapi.Sc
 	return new(toSchedule(s)), nil
 }
 
-// scheduleTrigger fires a schedule once, now, outside its series and its
-// policies (paused or not).
+// triggerRequest is POST /api/schedules/{id}/trigger: an optional body
+// {"force": true} bypasses the overlap and concurrency policies.
+type triggerRequest struct {
+	scheduleRef
+	rotaapi.TriggerRequest
+}
+
+// scheduleTrigger fires a schedule once, now, outside its series (paused
+// or not). The overlap and concurrency policies apply (a skip is recorded
+// as a SKIPPED run and answered with its reason) unless force.
 //
 // POST /api/schedules/{id}/trigger
-func (a *API) scheduleTrigger(ctx context.Context, req *scheduleRef) (*rotaapi.TriggerResponse, error) {
+func (a *API) scheduleTrigger(ctx context.Context, req *triggerRequest) (*rotaapi.TriggerResponse, error) {
 	s, err := a.lookup(ctx, req.ref)
 	if err != nil {
 		return nil, fmt.Errorf("trigger schedule: %w", err)
 	}
-	r, err := a.store.ScheduleTrigger(ctx, store.ScheduleTriggerParams{ID: s.ID, TaskID: a.disp.NewID(), Now: a.now()})
+	res, err := a.sched.Trigger(ctx, s.ID, req.Force)
 	if err != nil {
 		return nil, fmt.Errorf("trigger schedule: %w", err)
 	}
-	n := 1
-	if s.Target != nil {
-		n = -1
+	r := res.Run
+	out := &rotaapi.TriggerResponse{TaskID: r.TaskID, FireTime: rotaapi.Unix(r.FireTime), Status: r.Status,
+		Reason: r.Reason, Held: r.Held, Message: r.Message}
+	noteAudit(ctx, s.ID, nil, out)
+	return out, nil
+}
+
+// backfillRequest is POST /api/schedules/{id}/backfill.
+type backfillRequest struct {
+	scheduleRef
+	rotaapi.BackfillRequest
+}
+
+func (b *backfillRequest) validate(*API) error {
+	for _, f := range []struct {
+		name string
+		v    *int64
+	}{{"from", b.From}, {"to", b.To}} {
+		if f.v == nil {
+			return rota.Invalid(f.name, "is required (unix seconds)")
+		}
+		if *f.v < 0 || *f.v > maxRunAt {
+			return rota.Invalid(f.name, "must be unix seconds, got %d", *f.v)
+		}
 	}
-	a.disp.Notify(s.Kind, n)
-	a.changed(s.ID)
-	out := &rotaapi.TriggerResponse{TaskID: r.TaskID, FireTime: rotaapi.Unix(r.FireTime)}
+	return nil
+}
+
+// scheduleBackfill creates one run per fire time of [from, to) that has
+// none yet (at most schedule.MaxBackfill), honouring the overlap and
+// concurrency policies unless force.
+//
+// POST /api/schedules/{id}/backfill
+func (a *API) scheduleBackfill(ctx context.Context, req *backfillRequest) (*rotaapi.BackfillResponse, error) {
+	s, err := a.lookup(ctx, req.ref)
+	if err != nil {
+		return nil, fmt.Errorf("backfill schedule: %w", err)
+	}
+	res, err := a.sched.Backfill(ctx, s.ID, time.Unix(*req.From, 0).UTC(), time.Unix(*req.To, 0).UTC(), req.Force)
+	if err != nil {
+		return nil, armError(fmt.Errorf("backfill schedule: %w", err))
+	}
+	out := &rotaapi.BackfillResponse{Queued: make([]int64, 0, len(res.Queued)), Skipped: make([]rotaapi.BackfillSkip, 0, len(res.Skipped))}
+	for _, t := range res.Queued {
+		out.Queued = append(out.Queued, t.Unix())
+	}
+	for _, sk := range res.Skipped {
+		out.Skipped = append(out.Skipped, rotaapi.BackfillSkip{FireTime: sk.FireTime.Unix(), Reason: string(sk.Reason)})
+	}
 	noteAudit(ctx, s.ID, nil, out)
 	return out, nil
 }
@@ -578,7 +680,7 @@ func (a *API) scheduleNext(ctx context.Context, req *nextRequest) (*rotaapi.Fire
 	if err != nil {
 		return nil, armError(err)
 	}
-	return toFireTimes(ts), nil
+	return toFireTimes(s, ts), nil
 }
 
 // schedulePreview lists the fire times a schedule body would have.
@@ -619,5 +721,9 @@ func (a *API) schedulePreview(ctx context.Context, req *rotaapi.SchedulePreviewR
 	if err != nil {
 		return nil, armError(err)
 	}
-	return toFireTimes(ts), nil
+	// The jitter of a schedule not created yet: its id is unknown, so its
+	// name stands in (GET /api/schedules/{id}/next gives the exact run
+	// times).
+	s.ID = s.Name
+	return toFireTimes(&s, ts), nil
 }

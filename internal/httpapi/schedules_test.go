@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
@@ -21,7 +22,13 @@ func setupSchedules(t *testing.T, opts ...func(*setupOptions)) *testEnv {
 func (e *testEnv) createSchedule(body map[string]any) string {
 	e.t.Helper()
 	var out scheduleIDResponse
-	e.ok("POST", "/api/schedules", body, &out)
+	r := e.do("POST", "/api/schedules", body)
+	if r.Status != http.StatusCreated || r.Code != 0 {
+		e.t.Fatalf("create schedule: want 201, got %v", r)
+	}
+	if err := json.Unmarshal(r.Data, &out); err != nil {
+		e.t.Fatal(err)
+	}
 	if !rota.ValidID(out.ScheduleID) {
 		e.t.Fatalf("schedule_id %q", out.ScheduleID)
 	}
@@ -89,7 +96,6 @@ func TestScheduleValidation(t *testing.T) {
 		}
 		return b
 	}
-	past := time.Now().Add(-time.Hour).Unix()
 	tests := []struct {
 		body  map[string]any
 		code  rota.Code
@@ -113,11 +119,13 @@ func TestScheduleValidation(t *testing.T) {
 			b["plan"] = map[string]any{"plan_type": "week", "plan_value": 9, "plan_repet": -1}
 			return b
 		}(), rota.CodeInvalid, "plan.plan_value"},
+		{with("failure_action", "SOMETIMES"), rota.CodeInvalid, "failure_action"},
+		{with("backoff_seconds", -1), rota.CodeInvalid, "backoff_seconds"},
 		{func() map[string]any {
-			b := with("cron_expr", nil)
-			b["plan"] = map[string]any{"plan_type": "time", "plan_time": past}
+			b := with("backoff_seconds", 60)
+			b["backoff_max_seconds"] = 30
 			return b
-		}(), rota.CodeInvalid, "plan.plan_time"},
+		}(), rota.CodeInvalid, "backoff_max_seconds"},
 		{func() map[string]any {
 			b := base()
 			b["plan"] = map[string]any{"plan_type": "none"}
@@ -212,7 +220,7 @@ func TestScheduleTriggerRunsNext(t *testing.T) {
 	if err != nil || len(cl.Runs) != 1 || cl.Runs[0].TaskID != tr.TaskID {
 		t.Fatalf("claim: %+v %v; want the triggered run %s", cl.Runs, err, tr.TaskID)
 	}
-	e.ok("POST", "/api/schedules/a/trigger", nil, &tr)
+	e.ok("POST", "/api/schedules/a/trigger", map[string]any{"force": true}, &tr) // a run is unfinished: force
 	var runs scheduleRunsResponse
 	e.ok("GET", "/api/schedules/a/runs?limit=1", nil, &runs)
 	if len(runs.Runs) != 1 || runs.NextCursor == "" || !runs.Runs[0].Triggered {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/schedule"
 	"github.com/rotahq/rota/internal/store"
 	"github.com/rotahq/rota/rotaapi"
 )
@@ -161,6 +162,14 @@ func toPlan(p *rota.PlanSpec) rotaapi.Plan {
 	return rotaapi.Plan{PlanType: p.Type, PlanValue: p.Value, PlanRepet: p.Repeat, PlanTime: p.Time, NoKeep: p.NoKeep}
 }
 
+// orDefault returns v, or def when v ≤ 0.
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
 func toSchedule(s *rota.Schedule) rotaapi.Schedule {
 	out := rotaapi.Schedule{
 		ScheduleID: s.ID, Name: s.Name, Kind: s.Kind, Priority: s.Priority, Task: rawOrNull(s.Payload),
@@ -170,6 +179,17 @@ func toSchedule(s *rota.Schedule) rotaapi.Schedule {
 		TimeoutSeconds: s.TimeoutSeconds, Version: s.Version, CreatedAt: rotaapi.Unix(s.CreatedAt), UpdatedAt: rotaapi.Unix(s.UpdatedAt),
 		HighWater: rotaapi.Unix(s.HighWater), LastRunID: s.LastRunID, MisfireDropped: s.MisfireDropped,
 		Ended: s.Ended, EndedAt: rotaapi.Unix(s.EndedAt),
+		State: s.State(), ErrorMessage: s.ErrorMessage, EndReason: s.EndReason,
+		EffectiveTimeoutSeconds: s.TimeoutSeconds,
+		BackoffSeconds:          orDefault(s.BackoffSeconds, schedule.DefaultBackoffSeconds),
+		BackoffMaxSeconds:       orDefault(s.BackoffMaxSeconds, schedule.DefaultBackoffMaxSeconds),
+		FailureThreshold:        orDefault(s.FailureThreshold, schedule.DefaultFailureThreshold),
+		CooldownSeconds:         orDefault(s.CooldownSeconds, schedule.DefaultCooldownSeconds),
+		JitterSeconds:           s.JitterSeconds,
+		ConsecutiveFailures:     s.ConsecutiveFailures, Circuit: s.Circuit, NextAllowedAt: rotaapi.Unix(s.NextAllowedAt),
+	}
+	if out.Circuit == "" {
+		out.Circuit = rota.CircuitClosed
 	}
 	if s.Enabled && !s.Ended {
 		out.NextFireTime = rotaapi.Unix(s.NextFire)
@@ -204,10 +224,13 @@ func toScheduleRun(r *rota.ScheduleRun) rotaapi.ScheduleRun {
 	}
 }
 
-func toFireTimes(ts []time.Time) *rotaapi.FireTimes {
-	out := &rotaapi.FireTimes{FireTimes: make([]int64, len(ts))}
+// toFireTimes lists fire times ts of s with the instants their runs
+// become claimable (the jitter added).
+func toFireTimes(s *rota.Schedule, ts []time.Time) *rotaapi.FireTimes {
+	out := &rotaapi.FireTimes{FireTimes: make([]int64, len(ts)), RunTimes: make([]int64, len(ts))}
 	for i, t := range ts {
 		out.FireTimes[i] = t.Unix()
+		out.RunTimes[i] = t.Add(schedule.Jitter(s.ID, t, s.JitterSeconds)).UnixMilli()
 	}
 	return out
 }
