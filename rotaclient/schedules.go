@@ -58,11 +58,21 @@ type ScheduleParams struct {
 	// CatchupLimit is the number of missed fire times kept by the misfire
 	// policy CATCH_UP_LIMITED.
 	CatchupLimit int
-	// TimeoutSeconds limits each run; 0 means the server default (10).
+	// TimeoutSeconds limits each run; 0 means the kind's default (none),
+	// as for any task.
 	TimeoutSeconds int
 	// Target, when set, makes Rota itself run each fire as an HTTP
 	// request instead of handing it to workers.
 	Target *rota.Target
+	// BackoffSeconds and BackoffMaxSeconds tune FailureAction BACKOFF,
+	// FailureThreshold and CooldownSeconds HALF_OPEN; 0 means the server
+	// default (60, 3600, 3 and 300).
+	BackoffSeconds    int
+	BackoffMaxSeconds int
+	FailureThreshold  int
+	CooldownSeconds   int
+	// JitterSeconds delays each run by a deterministic offset below it.
+	JitterSeconds int
 }
 
 func toPlan(p *rota.PlanSpec) *rotaapi.Plan {
@@ -124,6 +134,9 @@ func (p *ScheduleParams) wire() (rotaapi.ScheduleRequest, error) {
 		OverlapAction: nonEmpty(p.OverlapAction), FailureAction: nonEmpty(p.FailureAction),
 		MisfirePolicy: nonEmpty(p.MisfirePolicy), CatchupLimit: nonZero(p.CatchupLimit),
 		TimeoutSeconds: nonZero(p.TimeoutSeconds), Target: target,
+		BackoffSeconds: nonZero(p.BackoffSeconds), BackoffMaxSeconds: nonZero(p.BackoffMaxSeconds),
+		FailureThreshold: nonZero(p.FailureThreshold), CooldownSeconds: nonZero(p.CooldownSeconds),
+		JitterSeconds: nonZero(p.JitterSeconds),
 	}
 	if p.Paused {
 		w.Enabled = new(false)
@@ -294,16 +307,64 @@ type TriggerResult struct {
 	TaskID string
 	// FireTime is the instant of the trigger, the run's fire time.
 	FireTime time.Time
+	// Status is SCHEDULED, or SKIPPED when a policy skipped the trigger
+	// (Reason: overlap, concurrency, queue_full).
+	Status rota.Status
+	Reason rota.SkipReason
 }
 
-// TriggerSchedule fires a schedule once, now, outside its series and its
-// policies, paused or not (POST /api/schedules/{id}/trigger).
+// TriggerSchedule fires a schedule once, now, outside its series, paused
+// or not (POST /api/schedules/{id}/trigger). The overlap and concurrency
+// policies apply: a skipped trigger is recorded as a SKIPPED run and
+// reported in the result (Status, Reason), not as an error.
 func (c *Client) TriggerSchedule(ctx context.Context, ref string) (TriggerResult, error) {
+	return c.trigger(ctx, ref, nil)
+}
+
+// ForceTriggerSchedule is TriggerSchedule bypassing the overlap and
+// concurrency policies ({"force": true}).
+func (c *Client) ForceTriggerSchedule(ctx context.Context, ref string) (TriggerResult, error) {
+	return c.trigger(ctx, ref, rotaapi.TriggerRequest{Force: true})
+}
+
+func (c *Client) trigger(ctx context.Context, ref string, body any) (TriggerResult, error) {
 	var out triggerIn
-	if err := c.Do(ctx, http.MethodPost, schedulePath(ref)+"/trigger", nil, &out); err != nil {
+	if err := c.Do(ctx, http.MethodPost, schedulePath(ref)+"/trigger", body, &out); err != nil {
 		return TriggerResult{}, err
 	}
-	return TriggerResult{TaskID: out.TaskID, FireTime: out.FireTime.Time}, nil
+	return TriggerResult{TaskID: out.TaskID, FireTime: out.FireTime.Time, Status: out.Status, Reason: out.Reason}, nil
+}
+
+// BackfillSkip is a fire time a backfill did not queue, and why.
+type BackfillSkip struct {
+	FireTime time.Time
+	Reason   rota.SkipReason // a policy's skip reason, or "duplicate"
+}
+
+// BackfillResult is what a backfill did.
+type BackfillResult struct {
+	Queued  []time.Time
+	Skipped []BackfillSkip
+}
+
+// BackfillSchedule creates one run for each fire time of the cron
+// schedule in [from, to) that has none yet (POST
+// /api/schedules/{id}/backfill), honouring the overlap and concurrency
+// policies unless force. At most 1,000 fire times per call.
+func (c *Client) BackfillSchedule(ctx context.Context, ref string, from, to time.Time, force bool) (*BackfillResult, error) {
+	f, t := from.Unix(), to.Unix()
+	var out rotaapi.BackfillResponse
+	if err := c.Do(ctx, http.MethodPost, schedulePath(ref)+"/backfill", rotaapi.BackfillRequest{From: &f, To: &t, Force: force}, &out); err != nil {
+		return nil, err
+	}
+	res := &BackfillResult{Queued: []time.Time{}, Skipped: []BackfillSkip{}}
+	for _, q := range out.Queued {
+		res.Queued = append(res.Queued, time.Unix(q, 0).UTC())
+	}
+	for _, sk := range out.Skipped {
+		res.Skipped = append(res.Skipped, BackfillSkip{FireTime: time.Unix(sk.FireTime, 0).UTC(), Reason: rota.SkipReason(sk.Reason)})
+	}
+	return res, nil
 }
 
 // ScheduleRunsParams filters and pages ListScheduleRuns. Zero fields do

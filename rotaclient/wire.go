@@ -190,6 +190,7 @@ type scheduleIn struct {
 	NextFireTime unixTime        `json:"next_fire_time"`
 	HighWater    unixTime        `json:"high_water"`
 	EndedAt      unixTime        `json:"ended_at"`
+	NextAllowed  unixTime        `json:"next_allowed_at"`
 }
 
 // schedulePlanIn is a rotaapi.SchedulePlan.
@@ -206,9 +207,13 @@ func (w *scheduleIn) schedule() rota.Schedule {
 		FailureAction: w.FailureAction, MisfirePolicy: w.MisfirePolicy,
 		CatchupLimit: w.CatchupLimit, TimeoutSeconds: w.TimeoutSeconds, Version: w.Version,
 		CreatedAt: w.CreatedAt.Time, UpdatedAt: w.UpdatedAt.Time,
+		BackoffSeconds: w.BackoffSeconds, BackoffMaxSeconds: w.BackoffMaxSeconds,
+		FailureThreshold: w.FailureThreshold, CooldownSeconds: w.CooldownSeconds, JitterSeconds: w.JitterSeconds,
 		ScheduleState: rota.ScheduleState{
 			HighWater: w.HighWater.Time, NextFire: w.NextFireTime.Time, LastRunID: w.LastRunID,
 			Ended: w.Ended, EndedAt: w.EndedAt.Time, MisfireDropped: w.MisfireDropped,
+			ErrorMessage: w.ErrorMessage, EndReason: w.EndReason, ConsecutiveFailures: w.ConsecutiveFailures,
+			Circuit: w.Circuit, NextAllowedAt: w.NextAllowed.Time,
 		},
 	}
 	if p := w.Plan; p != nil {

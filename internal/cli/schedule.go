@@ -553,12 +553,20 @@ func newScheduleTriggerCmd(env Env) *cobra.Command {
 	return newOneRefCmd(env, oneRef[rotaclient.TriggerResult]{
 		Use:   "trigger SCHEDULE",
 		Short: "Fire a schedule once, now, and print the new run's task id",
-		Long: `Fire a schedule once, now, outside its timetable and its policies (even when
-paused), and print the task id of the new run. See it with rota task get.`,
+		Long: `Fire a schedule once, now, outside its timetable (even when paused), and print
+the task id of the new run. See it with rota task get. The overlap and concurrency
+policies apply: a trigger they skip is recorded as a SKIPPED run, and the line
+printed is "TASK_ID SKIPPED REASON" (POST /api/schedules/{id}/trigger with
+{"force": true} bypasses them).`,
 		Arg:    "SCHEDULE",
 		Method: http.MethodPost, Path: refPath("/api/schedules/", "/trigger"),
-		Do:   (*rotaclient.Client).TriggerSchedule,
-		Show: func(w io.Writer, res rotaclient.TriggerResult) error { return printLine(w, res.TaskID) },
+		Do: (*rotaclient.Client).TriggerSchedule,
+		Show: func(w io.Writer, res rotaclient.TriggerResult) error {
+			if res.Status == rota.StatusSkipped {
+				return printLine(w, res.TaskID+" SKIPPED "+string(res.Reason))
+			}
+			return printLine(w, res.TaskID)
+		},
 	})
 }
 

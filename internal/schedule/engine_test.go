@@ -100,7 +100,7 @@ func open(t testing.TB, path string, clk *clock.Fake) *env {
 func (e *env) newEngine() *schedule.Engine {
 	eng, err := schedule.NewEngine(schedule.EngineConfig{
 		Store: e.st, Dispatcher: e.disp, Clock: e.clk, Logger: slog.New(slog.DiscardHandler), Metrics: e.m, IDs: e.ids,
-		Events: e.record,
+		Events:    e.record,
 		FireAhead: -1, // deterministic: the lead depends on measured store speed (TestFireAhead covers it)
 	})
 	if err != nil {

@@ -108,7 +108,7 @@ func TestBackfill(t *testing.T) {
 		field    string
 	}{
 		{base, base.Add(-time.Second), schedule.FieldTo},
-		{base, base.Add(2 * time.Hour), schedule.FieldTo},                   // the future
+		{base, base.Add(2 * time.Hour), schedule.FieldTo},                    // the future
 		{base.Add(-17 * time.Hour), base.Add(time.Minute), schedule.FieldTo}, // 1,021 fire times
 	} {
 		if _, err := sv.Backfill(e.ctx, s.ID, tc.from, tc.to, false); !errors.As(err, &fe) || fe.Field != tc.field {
@@ -215,7 +215,9 @@ func TestHTTPExecutorChangedPicksUpNewKind(t *testing.T) {
 	hit := make(chan string, 4)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hit <- r.Header.Get("Rota-Schedule-Id") }))
 	defer srv.Close()
-	e.add(func(s *rota.Schedule) { s.Kind, s.CronExpr, s.Target = "old", "0 0 0 1 1 *", &rota.Target{URL: srv.URL} })
+	e.add(func(s *rota.Schedule) {
+		s.Kind, s.CronExpr, s.Target = "old", "0 0 0 1 1 *", &rota.Target{URL: srv.URL}
+	})
 	x := e.executor()
 	ret := make(chan error, 1)
 	go func() { _, err := x.ClaimOnce(e.ctx, time.Hour); ret <- err }()

@@ -79,6 +79,7 @@ func Run(t *testing.T, newStore func(tb testing.TB) store.Store) {
 		{"ScheduleLoad", testScheduleLoad},
 		{"ScheduleFire", testScheduleFire},
 		{"ScheduleRuns", testScheduleRuns},
+		{"ScheduleExt", testScheduleExt},
 		{"Access", testAccess},
 	}
 	for _, a := range areas {
