@@ -129,8 +129,8 @@ func TestScheduleErrorStateAndResume(t *testing.T) {
 	if len(list.Schedules) != 1 || list.Schedules[0].State != "error" || list.Schedules[0].ErrorMessage != "the target was refused" {
 		t.Fatalf("state=error: %+v", list.Schedules)
 	}
-	if c := list.Schedules[0].circuitJSON; c.Circuit != "closed" || c.ConsecutiveFailures != 0 {
-		t.Fatalf("circuit: %+v", c)
+	if c := list.Schedules[0]; c.Circuit != "closed" || c.ConsecutiveFailures != 0 || c.NextAllowedAt != 0 {
+		t.Fatalf("circuit: %q %d %d", c.Circuit, c.ConsecutiveFailures, c.NextAllowedAt)
 	}
 	e.ok("GET", "/api/schedules?state=active", nil, &list)
 	if len(list.Schedules) != 1 || list.Schedules[0].Name != "fine" {
@@ -145,5 +145,43 @@ func TestScheduleErrorStateAndResume(t *testing.T) {
 	e.ok("GET", "/api/schedules?state=error", nil, &list)
 	if len(list.Schedules) != 0 {
 		t.Fatalf("state=error after resume: %s", fmt.Sprint(list.Schedules))
+	}
+}
+
+// The preview of a schedule with jitter_seconds shows the jittered
+// instants (run_times, unix ms) next to the nominal fire times.
+func TestScheduleNextShowsJitter(t *testing.T) {
+	t.Parallel()
+	e := setupSchedules(t)
+	e.createSchedule(map[string]any{"name": "j", "kind": "k", "task": 1, "cron_expr": "0 * * * *", "jitter_seconds": 600})
+	var ft fireTimesResponse
+	e.ok("GET", "/api/schedules/j/next?n=5", nil, &ft)
+	if len(ft.FireTimes) != 5 || len(ft.RunTimes) != 5 {
+		t.Fatalf("next: %+v", ft)
+	}
+	moved := 0
+	for i, f := range ft.FireTimes {
+		d := ft.RunTimes[i] - f*1000
+		if d < 0 || d >= 600_000 {
+			t.Fatalf("run time %d is %d ms after fire time %d", ft.RunTimes[i], d, f)
+		}
+		if d > 0 {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no fire time was jittered")
+	}
+	var got scheduleJSON
+	e.ok("GET", "/api/schedules/j", nil, &got)
+	if got.JitterSeconds != 600 {
+		t.Fatalf("jitter_seconds %d", got.JitterSeconds)
+	}
+	wantErr(t, e.do("POST", "/api/schedules", map[string]any{"name": "j2", "kind": "k", "task": 1, "cron_expr": "@hourly", "jitter_seconds": -1}), rota.CodeInvalid)
+	e.createSchedule(map[string]any{"name": "h", "kind": "k", "task": 1, "cron_expr": "H H(0-5) * * *"})
+	r := e.do("POST", "/api/schedules", map[string]any{"name": "h2", "kind": "k", "task": 1, "cron_expr": "H(9-1) * * * *"})
+	wantErr(t, r, rota.CodeInvalid)
+	if r.field() != "cron_expr" {
+		t.Fatalf("field %q", r.field())
 	}
 }

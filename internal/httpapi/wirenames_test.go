@@ -29,6 +29,7 @@ type (
 	scheduleRunsResponse = rotaapi.ScheduleRunList
 	triggerResponse      = rotaapi.TriggerResponse
 	fireTimesResponse    = rotaapi.FireTimes
+	backfillResponse     = rotaapi.BackfillResponse
 )
 
 // taskDetailJSON is rotaapi.TaskDetail with its task under the name the

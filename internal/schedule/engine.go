@@ -463,7 +463,7 @@ func (e *Engine) put(s *rota.Schedule) {
 		ent = &entry{index: -1}
 		e.entries[s.ID] = ent
 	}
-	recompile := !ok || ent.s.CronExpr != s.CronExpr || ent.s.Timezone != s.Timezone ||
+	recompile := !ok || ent.s.CronExpr != s.CronExpr || ent.s.Timezone != s.Timezone || ent.s.Name != s.Name ||
 		(ent.s.Plan == nil) != (s.Plan == nil) || (s.Plan != nil && *ent.s.Plan != *s.Plan)
 	ent.s = *s
 	if recompile {
@@ -608,11 +608,13 @@ func (e *Engine) fire(ctx context.Context, due []*entry, now, at time.Time) erro
 			ID: ent.s.ID, Version: ent.s.Version, Now: now, Term: term,
 			Decide: func(st store.ScheduleRunState) (store.ScheduleDecision, error) {
 				dec, err := e.decide(it, st, at)
-				if at.After(now) {
-					for i := range dec.Runs {
-						if dec.Runs[i].FireTime.After(now) {
-							dec.Runs[i].RunAt = dec.Runs[i].FireTime
-						}
+				for i := range dec.Runs {
+					r := &dec.Runs[i]
+					// Claimable at the fire time (decided ahead), or at
+					// the jittered instant.
+					runAt := r.FireTime.Add(Jitter(st.Schedule.ID, r.FireTime, st.Schedule.JitterSeconds))
+					if r.Skip == "" && !r.Triggered && runAt.After(now) {
+						r.RunAt = runAt
 					}
 				}
 				return dec, err
@@ -726,7 +728,14 @@ func (e *Engine) settle(ctx context.Context, it *fireItem, res *store.ScheduleFi
 		r := &res.Inserted[i]
 		m.Run(r.Status)
 		emitRun(e.cfg.Events, s, r)
-		if r.Status == rota.StatusScheduled && !r.Held {
+		if j := Jitter(s.ID, r.FireTime, s.JitterSeconds); j > 0 && r.Status == rota.StatusScheduled && !r.Held {
+			// Claimable at the jittered instant: wake its workers then.
+			kind, n := s.Kind, 1
+			if s.Target != nil {
+				n = -1
+			}
+			e.after(r.FireTime.Add(j), []func(){func() { e.cfg.Dispatcher.Notify(kind, n) }})
+		} else if r.Status == rota.StatusScheduled && !r.Held {
 			ready++
 			if !r.Triggered {
 				// When the run became claimable: its creation, or its

@@ -179,3 +179,40 @@ func TestErrorState(t *testing.T) {
 	}
 	e.wantRuns(s.ID, "+2s:SCHEDULED#1")
 }
+
+// Jitter delays each run by its deterministic offset: the recorded fire
+// time stays the nominal one, the run is claimable from fire + jitter.
+func TestJitterDelaysRuns(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	s := e.add(func(s *rota.Schedule) { s.CronExpr, s.JitterSeconds = "0 * * * * *", 30 })
+	fire := base.Add(time.Minute)
+	j := schedule.Jitter(s.ID, fire, 30)
+	e.step(time.Minute)
+	runs := e.wantRuns(s.ID, "+1m0s:SCHEDULED#1")
+	if !runs[0].FireTime.Equal(fire) {
+		t.Fatalf("fire time %v, want the nominal %v", runs[0].FireTime, fire)
+	}
+	if j >= time.Millisecond {
+		e.clk.Set(fire.Add(j - time.Millisecond))
+		e.claimNone("w1", "job")
+	}
+	e.clk.Set(fire.Add(j))
+	if c := e.claim("w1", "job"); !c.FireTime.Equal(fire) {
+		t.Fatalf("claimed fire time %v", c.FireTime)
+	}
+}
+
+// H picks the same minute for the same name on every node.
+func TestCronHashInSchedules(t *testing.T) {
+	t.Parallel()
+	s := rota.Schedule{Name: "nightly", CronExpr: "0 H H(0-5) * * *", Timezone: "UTC"}
+	a, err := schedule.NextFires(&s, base, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := schedule.NextFires(&s, base, 3)
+	if fmt.Sprint(a) != fmt.Sprint(b) || a[0].Hour() > 5 || a[1].Sub(a[0]) != 24*time.Hour {
+		t.Fatalf("fires %v / %v", a, b)
+	}
+}

@@ -45,7 +45,11 @@ func compile(s *rota.Schedule) (compiled, error) {
 		}
 		c.plan = &p
 	case s.CronExpr != "":
-		cr, err := ParseCron(s.CronExpr, loc)
+		expr, err := ExpandH(s.CronExpr, s.Name)
+		if err != nil {
+			return c, err
+		}
+		cr, err := ParseCron(expr, loc)
 		if err != nil {
 			return c, err
 		}
