@@ -107,6 +107,36 @@
 // on each matching day. The same rule, written naively second by second, is
 // the reference the tests compare Next against.
 //
+// # Edge cases (tested in dst_edge_test.go)
+//
+//   - 30-minute shifts (Australia/Lord_Howe) follow the same rule: on the
+//     spring-forward day `0 15 2 * * *` fires at 02:30 (the end of the
+//     02:00–02:30 gap); on the fall-back day `0 0,30 * * * *` fires at
+//     01:30 +11 and again at 01:30 +10:30, keeping its half-hour interval,
+//     while `0 45 1 * * *` fires once, at the first 01:45.
+//   - `*/2` in the hour field is the list 0,2,…,22 of wall hours, not an
+//     interval: across spring forward (New York) it fires 00:00 EST, 03:00
+//     EDT (02:00 does not exist), 04:00 EDT; across fall back 00:00 EDT,
+//     02:00 EST, 04:00 EST (three hours between the first two).
+//   - Adjacent listed hours on a fall-back day: `0 0 1,2 * * *` fires three
+//     times, at 01:00 EDT, 01:00 EST and 02:00 EST — twice in the repeated
+//     hour, because the second 01:00 reads 02:00 on the old clock, which
+//     is listed: the expression keeps its hourly cadence. `0 30 0,1 * * *`
+//     fires once in the repeated hour (01:30 EDT): 02:30 is not listed.
+//     In short, a listed wall time fires once per day, plus once more in
+//     the repeated hour exactly when the next listed time is one shift
+//     (Δ) later.
+//
+// # H and jitter
+//
+// ExpandH replaces the symbol H (Jenkins' "hash") by values derived from
+// the schedule's name, so that many schedules written alike (`H H(0-5) *
+// * *`) spread their fires; the expression is stored as written and
+// expanded when compiled. Jitter delays each run by a pseudo-random offset
+// derived from (schedule id, nominal fire time): the daylight-saving rules
+// above give the nominal fire time, and the jitter is added to that
+// instant. The recorded fire_time stays nominal.
+//
 // # Calendar plans
 //
 // See Plan for the plan types of the plan field and the rules of plan_repet,
