@@ -214,7 +214,7 @@ run an HTTP request (the payload is the body) instead of handing it to workers.
 	f.StringVar(&failure, "failure", "", "when the previous run failed: RUN_NEW (default), SKIP or RETRY")
 	f.StringVar(&misfire, "misfire", "", "fire times missed while no server ran: SKIP (default), FIRE_NOW or CATCH_UP_LIMITED")
 	f.IntVar(&p.CatchupLimit, "catchup-limit", 0, "fire times caught up by --misfire CATCH_UP_LIMITED")
-	f.Var(secondsValue{&p.TimeoutSeconds}, "timeout", "time limit of each run (server default 10s)")
+	f.Var(secondsValue{&p.TimeoutSeconds}, "timeout", "time limit of each run (default: the kind's, none, as for any task)")
 	f.StringVar(&targetURL, "target-url", "", "Rota itself calls this http(s) URL for each run, with the payload as body")
 	f.StringVar(&targetVerb, "target-method", "", "method of the target request: POST (default), GET, PUT, PATCH or DELETE")
 	f.StringArrayVar(&targetHeaders, "target-header", nil, "header NAME=VALUE of the target request (repeatable)")
@@ -501,12 +501,30 @@ func printSchedule(w io.Writer, s *rota.Schedule) error {
 	t.row("Concurrency policy:", s.ConcurrencyPolicy)
 	t.row("Overlap action:", s.OverlapAction)
 	t.row("Failure action:", s.FailureAction)
+	switch s.FailureAction {
+	case rota.FailureBackoff:
+		t.row("Backoff:", fmt.Sprintf("%s doubling up to %s; %d failures in a row, next allowed %s",
+			formatSeconds(s.BackoffSeconds), formatSeconds(s.BackoffMaxSeconds), s.ConsecutiveFailures, cell(s.NextAllowedAt)))
+	case rota.FailureHalfOpen:
+		t.row("Circuit:", fmt.Sprintf("%s; %d failures in a row (opens at %d, cool-down %s), next allowed %s", circuitOf(s),
+			s.ConsecutiveFailures, s.FailureThreshold, formatSeconds(s.CooldownSeconds), cell(s.NextAllowedAt)))
+	}
+	if s.ErrorMessage != "" {
+		t.row("Error:", s.ErrorMessage+" (rota schedule resume once fixed)")
+	}
+	if s.EndReason != "" {
+		t.row("Ended because:", s.EndReason)
+	}
 	misfire := string(s.MisfirePolicy)
 	if s.MisfirePolicy == rota.MisfireCatchUpLimited {
 		misfire += fmt.Sprintf(" (limit %d)", s.CatchupLimit)
 	}
 	t.row("Misfire policy:", misfire)
-	t.row("Timeout:", formatSeconds(s.TimeoutSeconds))
+	if s.TimeoutSeconds > 0 {
+		t.row("Timeout:", formatSeconds(s.TimeoutSeconds))
+	} else {
+		t.row("Timeout:", "none (the kind's default, as for any task)")
+	}
 	if tg := s.Target; tg != nil {
 		target := tg.Method + " " + tg.URL
 		if len(tg.Headers) > 0 {
@@ -540,6 +558,14 @@ schedule fires from its next fire time after now on.`
 		r.Path, r.Do = refPath("/api/schedules/", "/resume"), (*rotaclient.Client).ResumeSchedule
 	}
 	return newOneRefCmd(env, r)
+}
+
+// circuitOf is the circuit of a HALF_OPEN schedule ("" reads closed).
+func circuitOf(s *rota.Schedule) string {
+	if s.Circuit == "" {
+		return string(rota.CircuitClosed)
+	}
+	return string(s.Circuit)
 }
 
 // printScheduleRow prints a schedule as one row of the schedules table.
