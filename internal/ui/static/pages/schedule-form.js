@@ -31,12 +31,19 @@ export default async function render(root, params, {signal, navigate, setTitle})
   const planTime = h('input', {name: 'plan.plan_time', id: 'sched-plan-time', type: 'datetime-local', step: 1, value: localInput(plan.plan_time)});
   const noKeep = h('input', {name: 'plan.no_keep', id: 'sched-no-keep', type: 'checkbox', checked: !!plan.no_keep});
   const overlap = select('overlap_action', ['ALLOW', 'SKIP', 'CANCEL_PREV', 'PARALLEL'], v('overlap_action', 'ALLOW'), {id: 'sched-overlap'});
-  const failure = select('failure_action', ['RUN_NEW', 'SKIP', 'RETRY'], v('failure_action', 'RUN_NEW'), {id: 'sched-failure'});
+  const failure = select('failure_action', ['RUN_NEW', 'SKIP', 'RETRY', 'BACKOFF', 'HALF_OPEN'], v('failure_action', 'RUN_NEW'), {id: 'sched-failure'});
+  const backoff = h('input', {name: 'backoff_seconds', id: 'sched-backoff', type: 'number', min: 0, step: 1, value: v('backoff_seconds', 60)});
+  const backoffMax = h('input', {name: 'backoff_max_seconds', id: 'sched-backoff-max', type: 'number', min: 0, step: 1, value: v('backoff_max_seconds', 3600)});
+  const threshold = h('input', {name: 'failure_threshold', id: 'sched-threshold', type: 'number', min: 0, step: 1, value: v('failure_threshold', 3)});
+  const cooldown = h('input', {name: 'cooldown_seconds', id: 'sched-cooldown', type: 'number', min: 0, step: 1, value: v('cooldown_seconds', 300)});
+  const jitter = h('input', {name: 'jitter_seconds', id: 'sched-jitter', type: 'number', min: 0, step: 1, value: v('jitter_seconds', 0)});
   const concurrency = select('concurrency_policy', ['SKIP', 'QUEUE'], v('concurrency_policy', 'SKIP'), {id: 'sched-concurrency'});
   const maxConc = h('input', {name: 'max_concurrency', id: 'sched-max-concurrency', type: 'number', min: 1, step: 1, value: v('max_concurrency', 1)});
   const misfire = select('misfire_policy', ['SKIP', 'FIRE_NOW', 'CATCH_UP_LIMITED'], v('misfire_policy', 'SKIP'), {id: 'sched-misfire'});
   const catchup = h('input', {name: 'catchup_limit', id: 'sched-catchup', type: 'number', min: 0, step: 1, value: v('catchup_limit', 0)});
-  const timeout = h('input', {name: 'timeout_seconds', id: 'sched-timeout', type: 'number', min: 0, step: 1, value: v('timeout_seconds', 10)});
+  // Empty: the kind's default (none), as for any task.
+  const timeout = h('input', {name: 'timeout_seconds', id: 'sched-timeout', type: 'number', min: 1, step: 1,
+    value: s && s.timeout_seconds > 0 ? s.timeout_seconds : '', placeholder: 'none'});
   const enabled = h('input', {name: 'enabled', id: 'sched-enabled', type: 'checkbox', checked: v('enabled', true)});
 
   const cronBox = h('fieldset', {id: 'cron-fields'}, h('legend', null, 'Cron'),
@@ -58,7 +65,7 @@ export default async function render(root, params, {signal, navigate, setTitle})
   const saveBtn = h('button', {type: 'submit', class: 'primary', id: 'sched-save', 'data-needs': 'operate'}, id ? 'Save' : 'Create');
 
   function timetable() {
-    if (mode.value === 'cron') return {cron_expr: cron.value.trim(), timezone: tz.value.trim()};
+    if (mode.value === 'cron') return {cron_expr: cron.value.trim(), timezone: tz.value.trim(), jitter_seconds: Number(jitter.value || 0), name: name.value.trim() || undefined};
     const t = planTime.value ? Math.floor(new Date(planTime.value).getTime() / 1000) : 0;
     return {timezone: tz.value.trim(), plan: {plan_type: planType.value, plan_value: Number(planValue.value || 0),
       plan_repet: Number(planRepeat.value || 0), plan_time: t, no_keep: noKeep.checked}};
@@ -78,8 +85,11 @@ export default async function render(root, params, {signal, navigate, setTitle})
       if (my !== previewSeq) return;
       clearFieldErrors(form);
       const ts = times(data);
+      const runAt = (data && data.run_times) || [];
       replace(previewList, ts.length === 0 ? h('p', {class: 'muted'}, 'It never fires.') :
-        h('ol', {class: 'times', id: 'preview-times'}, ts.map(t => h('li', null, timeEl(t), h('span', {class: 'muted small'}, ' ', timeEl(t, true))))));
+        h('ol', {class: 'times', id: 'preview-times'}, ts.map((t, i) => h('li', null, timeEl(t),
+          runAt[i] && runAt[i] !== t * 1000 ? h('span', {class: 'small jitter'}, ' runs at ', timeEl(Math.floor(runAt[i] / 1000)), ' (jitter)') : null,
+          h('span', {class: 'muted small'}, ' ', timeEl(t, true))))));
     } catch (err) {
       if (err.name === 'AbortError' || my !== previewSeq) return;
       const shown = err instanceof ApiError && showFieldError(form, err.field, err.message);
@@ -100,7 +110,9 @@ export default async function render(root, params, {signal, navigate, setTitle})
     const body = {name: name.value.trim(), kind: kind.value.trim(), priority: priority.value, task, ...timetable(),
       enabled: enabled.checked, overlap_action: overlap.value, failure_action: failure.value, concurrency_policy: concurrency.value,
       max_concurrency: Number(maxConc.value || 1), misfire_policy: misfire.value, catchup_limit: Number(catchup.value || 0),
-      timeout_seconds: Number(timeout.value || 0)};
+      backoff_seconds: Number(backoff.value || 0), backoff_max_seconds: Number(backoffMax.value || 0),
+      failure_threshold: Number(threshold.value || 0), cooldown_seconds: Number(cooldown.value || 0)};
+    if (timeout.value !== '') body.timeout_seconds = Number(timeout.value);
     if (id && mode.value === 'plan') body.cron_expr = '';
     if (id && mode.value === 'cron') body.plan = null;
     saveBtn.disabled = true;
@@ -127,12 +139,17 @@ export default async function render(root, params, {signal, navigate, setTitle})
         field('Max concurrency', maxConc),
         field('Missed fire times', misfire),
         field('Catch-up limit', catchup),
-        field('Timeout per run (s)', timeout)),
+        field('Backoff (s), doubling', backoff, 'BACKOFF: first wait after a failure'),
+        field('Backoff cap (s)', backoffMax),
+        field('Failures that open the circuit', threshold, 'HALF_OPEN'),
+        field('Circuit cool-down (s)', cooldown, 'HALF_OPEN'),
+        field('Jitter (s)', jitter, 'delays each run by a fixed pseudo-random offset below this'),
+        field('Timeout per run (s)', timeout, 'empty: the kind\'s default (none), as for any task')),
       h('label', null, enabled, ' Enabled'))),
   h('section', {class: 'card'}, field('Payload (JSON)', payload)),
   status, h('div', null, saveBtn), zones, h('datalist', {id: 'sched-kinds'}));
 
-  for (const el of [cron, tz, planType, planValue, planRepeat, planTime, noKeep]) {
+  for (const el of [cron, tz, planType, planValue, planRepeat, planTime, noKeep, jitter, name]) {
     el.addEventListener('input', previewSoon);
     el.addEventListener('change', previewSoon);
   }

@@ -1,18 +1,20 @@
 // Schedules: each with its timetable, next fire time, last run status and
 // a strip of its latest runs.
-import {api} from '../lib/api.js';
-import {h, replace, badge, table, timeEl, coalesce} from '../lib/dom.js';
+import {api, query} from '../lib/api.js';
+import {h, replace, badge, table, timeEl, coalesce, select} from '../lib/dom.js';
 import {sid, runsOf, nextFire, describe} from '../lib/sched.js';
 
 const STRIP = 20;
 
 export default async function render(root, _params, {live, signal}) {
   const list = h('section', {class: 'card', id: 'schedule-list'}, h('p', {class: 'empty'}, 'Loading…'));
-  root.append(h('div', {class: 'spread'}, h('h1', null, 'Schedules'), h('a', {href: '/schedules/new', id: 'new-schedule', 'data-needs': 'operate'}, 'New schedule')), list);
+  const filter = select('state', [['', 'all states'], 'active', 'paused', 'ended', 'error'], new URLSearchParams(location.search).get('state') || '', {id: 'schedule-state-filter'});
+  root.append(h('div', {class: 'spread'}, h('h1', null, 'Schedules'), filter, h('a', {href: '/schedules/new', id: 'new-schedule', 'data-needs': 'operate'}, 'New schedule')), list);
+  filter.addEventListener('change', () => { refresh(); });
 
   let kinds = new Set();
   async function load() {
-    const data = await api('GET', '/api/schedules', undefined, {signal});
+    const data = await api('GET', '/api/schedules' + query({state: filter.value}), undefined, {signal});
     if (signal.aborted) return;
     const items = Array.isArray(data) ? data : data.schedules || [];
     kinds = new Set(items.map(s => s.kind));
@@ -29,7 +31,8 @@ export default async function render(root, _params, {live, signal}) {
             h('td', null, h('a', {href: '/schedules/' + encodeURIComponent(sid(s))}, s.name || sid(s))),
             h('td', null, s.kind),
             h('td', {class: 'mono'}, describe(s)),
-            h('td', null, s.enabled === false ? badge(s.ended ? 'ended' : 'paused') : badge('active')),
+            h('td', {title: s.error_message || ''}, badge(s.state || (s.enabled === false ? (s.ended ? 'ended' : 'paused') : 'active')),
+              s.circuit && s.circuit !== 'closed' ? [' ', badge(s.circuit)] : null),
             h('td', null, next && s.enabled !== false ? [timeEl(next), h('span', {class: 'muted small'}, ' ', timeEl(next, true))] : '—'),
             h('td', null, newestFirst[0] ? badge(newestFirst[0].status) : h('span', {class: 'muted'}, 'none')),
             h('td', null, strip([...newestFirst].reverse())));
