@@ -137,7 +137,6 @@ func TestScheduleCreateListGet(t *testing.T) {
 		{append(create, "--cron", "@daily", "--target-url", "ftp://x"), `field "target.url"`},
 		{append(create, "--plan-type", "week", "--plan-value", "9"), `field "plan.plan_value": week day must be 0-6 (Sunday 0) (flag --plan-value)`},
 		{append(create, "--plan-type", "fortnight"), `(flag --plan-type)`},
-		{append(create, "--plan-type", "time", "--plan-time", "2001-01-01T00:00:00Z"), `(flag --plan-time)`},
 		{append(create, "--plan-type", "week", "--plan-time", "25:00"), `--plan-time "25:00"`},
 		{append(create, "--cron", "@daily", "--plan-type", "none"), "give --cron or --plan-type, not both"},
 		{append(create, "--cron", "@daily", "--no-keep"), "--no-keep needs --plan-type"},
@@ -172,6 +171,11 @@ func TestScheduleCreateListGet(t *testing.T) {
 	// Nothing was created by the failures.
 	if p, err := b.client.ListSchedules(b.ctx, rotaclient.ScheduleListParams{}); err != nil || len(p.Schedules) != 4 {
 		t.Errorf("schedules after the failures: %+v, %v", p, err)
+	}
+	// A past time plan is accepted (seed 004) and stored ended, never run.
+	b.run(t, "schedule", "create", "--name", "past", "--kind", "k", "--plan-type", "time", "--plan-time", "2001-01-01T00:00:00Z")
+	if s, err := b.client.GetSchedule(b.ctx, "past"); err != nil || !s.Ended || s.RealRepet != 0 || s.EndReason == "" {
+		t.Errorf("past time plan: %+v, %v", s, err)
 	}
 }
 

@@ -358,3 +358,24 @@ func TestWorkerUsage(t *testing.T) {
 		}
 	}
 }
+
+// A task fired by a schedule runs with ROTA_SCHEDULE_ID and ROTA_FIRE_TIME
+// (the nominal fire time) in its environment.
+func TestWorkerCommandSeesFireContext(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sid, err := b.client.CreateSchedule(b.ctx, rotaclient.ScheduleParams{Name: "ctx", Kind: "ctxjob", CronExpr: "0 0 0 1 1 *"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := b.client.TriggerSchedule(b.ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := b.startWorker(t, "--kind", "ctxjob", "--", "sh", "-c", `echo "schedule=$ROTA_SCHEDULE_ID fire=$ROTA_FIRE_TIME"`)
+	task := b.waitTask(t, tr.TaskID)
+	if want := fmt.Sprintf("schedule=%s fire=%d", sid, tr.FireTime.Unix()); task.Status != rota.StatusSuccess || task.Message != want {
+		t.Errorf("task %s %q, want SUCCESS %q", task.Status, task.Message, want)
+	}
+	w.stop()
+}
