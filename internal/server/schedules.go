@@ -24,7 +24,7 @@ type scheduling struct {
 func (s *Server) initSchedules() (*scheduling, error) {
 	eng, err := schedule.NewEngine(schedule.EngineConfig{
 		Store: s.store, Dispatcher: s.disp, Clock: s.cfg.Clock, Logger: s.cfg.Logger, Metrics: s.sched,
-		Term: s.fencingTerm,
+		Term:   s.fencingTerm,
 		Events: func(ev rota.Event) { s.hub.Publish(ev) },
 	})
 	if err != nil {
