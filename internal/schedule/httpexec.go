@@ -351,6 +351,7 @@ func (x *HTTPExecutor) Execute(ctx context.Context, c rota.ClaimedRun) rota.Stat
 		return x.report(ctx, c, false, "bad target: "+err.Error(), nil)
 	}
 	if err := x.cfg.Guard.CheckURL(t.URL); err != nil {
+		x.refuse(ctx, sched, err.Error())
 		return x.report(ctx, c, false, err.Error(), nil)
 	}
 	req.Header.Set("Content-Type", "application/json")
@@ -377,6 +378,7 @@ func (x *HTTPExecutor) Execute(ctx context.Context, c rota.ClaimedRun) rota.Stat
 		}
 		var refused *netguard.RefusedError
 		if errors.As(err, &refused) {
+			x.refuse(ctx, sched, refused.Error())
 			return x.report(ctx, c, false, refused.Error(), nil)
 		}
 		return x.report(ctx, c, false, redact("request failed: "+err.Error(), t.Headers), nil)
@@ -388,6 +390,30 @@ func (x *HTTPExecutor) Execute(ctx context.Context, c rota.ClaimedRun) rota.Stat
 	}
 	quoted := capText([]byte(redact(string(body), t.Headers)), x.cfg.MessageBytes)
 	return x.report(ctx, c, false, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, quoted), nil)
+}
+
+// refuse puts schedule s in the error state (seed 004's plan error): its
+// target is refused by the server's address guard, so it cannot go on; it
+// fires nothing until fixed and resumed. The change goes through the
+// store (compare-and-set, retried when the engine moved the Version), so
+// every node's engine sees it at its next poll.
+func (x *HTTPExecutor) refuse(ctx context.Context, s *rota.Schedule, why string) {
+	ctx = context.WithoutCancel(ctx)
+	for range 5 {
+		cur, err := x.cfg.Schedules.ScheduleGet(ctx, s.ID)
+		if err != nil || cur.ErrorMessage != "" {
+			return
+		}
+		cur.ErrorMessage = "the target is refused by the server's address guard: " + why
+		cur.NextFire = time.Time{}
+		_, err = x.cfg.Schedules.ScheduleUpdate(ctx, store.ScheduleUpdateParams{Schedule: *cur, Now: x.cfg.Clock.Now()})
+		if err == nil || !errors.Is(err, rota.ErrConflict) {
+			if err != nil {
+				x.cfg.Logger.Warn("http executor: put schedule in the error state", "schedule", s.ID, "err", err)
+			}
+			return
+		}
+	}
 }
 
 // redact replaces the target's header values in msg (an answer that

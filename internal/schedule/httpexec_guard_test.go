@@ -55,6 +55,10 @@ func TestHTTPExecutorRefusedTarget(t *testing.T) {
 		if !strings.HasPrefix(msg, "refused: address ") || !strings.Contains(msg, "127.0.0.1") || !strings.Contains(msg, "loopback") {
 			t.Errorf("%s: message %q, want the refused address and why", target, msg)
 		}
+		// The schedule cannot go on: it is in the error state.
+		if got := e.get(s.ID); got.State() != rota.StateError || !strings.Contains(got.ErrorMessage, "refused") {
+			t.Errorf("%s: schedule state %q (%q), want error", target, got.State(), got.ErrorMessage)
+		}
 	}
 	if n := hits.Load(); n != 0 {
 		t.Fatalf("the refused server received %d requests", n)
