@@ -218,7 +218,7 @@ func New(cfg Config) (*API, error) {
 	a.inflight = newInflight(cfg.MaxInflightBytes, cfg.InflightWait)
 	a.health = &writeHealth{}
 	sched, err := schedule.NewService(schedule.ServiceConfig{
-		Store: cfg.Store, Dispatcher: cfg.Dispatcher, Now: a.now, Metrics: cfg.ScheduleMetrics,
+		Store: cfg.Store, Dispatcher: cfg.Dispatcher, Now: a.now, NewID: cfg.Dispatcher.NewID, Metrics: cfg.ScheduleMetrics,
 		Events: cfg.ScheduleEvents, Changed: a.changed,
 	})
 	if err != nil {

@@ -28,7 +28,6 @@ const (
 	maxPreview         = 1000 // n of /next and /preview
 	defaultPreview     = 10
 	defaultTimeoutSecs = 10 // timeout_seconds ≤ 0 (seed 003)
-	updateAttempts     = 5  // read-modify-write tries of an edit racing the engine
 )
 
 // mountSchedules registers the schedule routes.
@@ -330,17 +329,10 @@ func (*scheduleCreated) httpStatus() int { return http.StatusCreated }
 //
 // POST /api/schedules
 func (a *API) scheduleCreate(ctx context.Context, req *createRequest) (*scheduleCreated, error) {
-	now := a.now()
-	s := req.sched
-	s.ID = a.disp.NewID()
-	if err := schedule.Arm(&s, nil, now); err != nil {
-		return nil, armError(err)
-	}
-	got, err := a.store.ScheduleInsert(ctx, store.ScheduleInsertParams{Schedule: s, Now: now})
+	got, err := a.sched.Create(ctx, req.sched)
 	if err != nil {
-		return nil, fmt.Errorf("create schedule: %w", err)
+		return nil, armError(fmt.Errorf("create schedule: %w", err))
 	}
-	a.changed(got.ID)
 	noteAudit(ctx, got.ID, nil, new(toSchedule(got)))
 	out := &scheduleCreated{rotaapi.ScheduleIDResponse{ScheduleID: got.ID}}
 	if got.Ended {
@@ -416,36 +408,22 @@ func (a *API) scheduleGet(ctx context.Context, req *scheduleRef) (*rotaapi.Sched
 	return new(toSchedule(s)), nil
 }
 
-// edit reads the schedule, applies mod, re-arms it and stores it,
-// retrying when the engine changed it meanwhile.
-func (a *API) edit(ctx context.Context, ref string, mod func(s *rota.Schedule) error) (*rota.Schedule, error) {
-	for try := 1; ; try++ {
-		prev, err := a.lookup(ctx, ref)
-		if err != nil {
-			return nil, err
-		}
-		s := *prev
-		if err := mod(&s); err != nil {
-			return nil, err
-		}
-		now := a.now()
-		if err := schedule.Arm(&s, prev, now); err != nil {
-			return nil, armError(err)
-		}
-		got, err := a.store.ScheduleUpdate(ctx, store.ScheduleUpdateParams{Schedule: s, Now: now})
-		if err == nil {
-			noteAudit(ctx, got.ID, new(toSchedule(prev)), new(toSchedule(got)))
-			return got, nil
-		}
-		if !errors.Is(err, rota.ErrConflict) || try == updateAttempts {
-			return nil, err
-		}
-		// A stale version (the engine fired meanwhile): read it again. A
-		// taken name is a conflict for the client.
-		if other, lerr := a.store.ScheduleGetByName(ctx, s.Name); lerr == nil && other.ID != s.ID {
-			return nil, err
-		}
+// edit changes the schedule ref names through the service (mod checks
+// and sets fields; see schedule.Service.Edit) and audits the change.
+func (a *API) edit(ctx context.Context, ref string, change func(ctx context.Context, id string) (prev, got *rota.Schedule, err error)) (*rota.Schedule, error) {
+	s, err := a.lookup(ctx, ref)
+	if err != nil {
+		return nil, err
 	}
+	prev, got, err := change(ctx, s.ID)
+	if err != nil {
+		if errors.Is(err, rota.ErrNotFound) {
+			return nil, rota.Errorf(rota.CodeNotFound, "no schedule with id or name %s", shortQuote(ref))
+		}
+		return nil, armError(err)
+	}
+	noteAudit(ctx, got.ID, new(toSchedule(prev)), new(toSchedule(got)))
+	return got, nil
 }
 
 // updateScheduleRequest is PATCH /api/schedules/{id}.
@@ -459,11 +437,12 @@ type updateScheduleRequest struct {
 //
 // PATCH /api/schedules/{id}
 func (a *API) scheduleUpdate(ctx context.Context, req *updateScheduleRequest) (*rotaapi.Schedule, error) {
-	s, err := a.edit(ctx, req.ref, func(s *rota.Schedule) error { return applySchedule(a, &req.ScheduleRequest, s, false) })
+	s, err := a.edit(ctx, req.ref, func(ctx context.Context, id string) (*rota.Schedule, *rota.Schedule, error) {
+		return a.sched.Edit(ctx, id, func(s *rota.Schedule) error { return applySchedule(a, &req.ScheduleRequest, s, false) })
+	})
 	if err != nil {
 		return nil, fmt.Errorf("update schedule: %w", err)
 	}
-	a.changed(s.ID)
 	return new(toSchedule(s)), nil
 }
 
@@ -477,10 +456,9 @@ func (a *API) scheduleDelete(ctx context.Context, req *scheduleRef) (*rotaapi.Sc
 	if err != nil {
 		return nil, fmt.Errorf("delete schedule: %w", err)
 	}
-	if err := a.store.ScheduleDelete(ctx, store.ScheduleDeleteParams{ID: s.ID, Now: a.now()}); err != nil {
+	if err := a.sched.Delete(ctx, s.ID); err != nil {
 		return nil, fmt.Errorf("delete schedule: %w", err)
 	}
-	a.changed(s.ID)
 	noteAudit(ctx, s.ID, new(toSchedule(s)), nil)
 	return &rotaapi.ScheduleIDResponse{ScheduleID: s.ID}, nil
 }
@@ -489,11 +467,10 @@ func (a *API) scheduleDelete(ctx context.Context, req *scheduleRef) (*rotaapi.Sc
 //
 // POST /api/schedules/{id}/pause
 func (a *API) schedulePause(ctx context.Context, req *scheduleRef) (*rotaapi.Schedule, error) {
-	s, err := a.edit(ctx, req.ref, func(s *rota.Schedule) error { s.Enabled = false; return nil })
+	s, err := a.edit(ctx, req.ref, a.sched.Pause)
 	if err != nil {
 		return nil, fmt.Errorf("pause schedule: %w", err)
 	}
-	a.changed(s.ID)
 	return new(toSchedule(s)), nil
 }
 
@@ -505,11 +482,10 @@ func (a *API) schedulePause(ctx context.Context, req *scheduleRef) (*rotaapi.Sch
 //
 // POST /api/schedules/{id}/resume
 func (a *API) scheduleResume(ctx context.Context, req *scheduleRef) (*rotaapi.Schedule, error) {
-	s, err := a.edit(ctx, req.ref, func(s *rota.Schedule) error { s.Enabled, s.ErrorMessage = true, ""; return nil })
+	s, err := a.edit(ctx, req.ref, a.sched.Resume)
 	if err != nil {
 		return nil, fmt.Errorf("resume schedule: %w", err)
 	}
-	a.changed(s.ID)
 	return new(toSchedule(s)), nil
 }
 

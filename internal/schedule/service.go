@@ -11,11 +11,16 @@ import (
 	"github.com/rotahq/rota/internal/store"
 )
 
-// This file is the service layer of schedule changes that create runs
-// outside the engine's series: manual triggers and backfills. Any node may
-// call it (not only the leader): each change is one compare-and-set
+// This file is the service layer of schedule changes, which the HTTP
+// handlers call after decoding and checking a request's fields: creating,
+// editing, pausing, resuming and deleting a schedule (each arms its state
+// with Arm and is a compare-and-set on its Version, retried when the
+// engine fired meanwhile), and the changes that create runs outside the
+// engine's series, manual triggers and backfills. Any node may call it
+// (not only the leader): a trigger or a backfill is one compare-and-set
 // ScheduleFire whose decision is computed from the live run state inside
-// the store's transaction, exactly as the engine's fires are.
+// the store's transaction, exactly as the engine's fires are. Every change
+// is told to the local engine (Changed).
 
 // MaxBackfill is the most fire times one backfill may cover.
 const MaxBackfill = 1000
@@ -35,7 +40,8 @@ type ServiceConfig struct {
 	Store      store.ScheduleStore
 	Dispatcher Dispatcher
 	Now        func() time.Time  // default time.Now
-	IDs        *rota.IDGenerator // task ids of new runs; default a new one
+	IDs        *rota.IDGenerator // ids of new schedules and runs; default a new one
+	NewID      func() string     // overrides IDs when set (the dispatcher's)
 	Metrics    *metrics.Metrics  // optional
 	Events     func(rota.Event)  // optional: task and schedule.* events of new runs
 	Changed    func(id string)   // optional: tells the local engine a schedule changed
@@ -64,7 +70,93 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	return &Service{cfg: cfg}, nil
 }
 
-func (sv *Service) newID() string { return sv.cfg.IDs.New(sv.cfg.Now()) }
+func (sv *Service) newID() string {
+	if sv.cfg.NewID != nil {
+		return sv.cfg.NewID()
+	}
+	return sv.cfg.IDs.New(sv.cfg.Now())
+}
+
+func (sv *Service) changed(id string) {
+	if sv.cfg.Changed != nil {
+		sv.cfg.Changed(id)
+	}
+}
+
+// Create gives s (a new schedule, its fields checked) an id, arms its
+// state (Arm: a plan that would never run is stored ended, with its
+// EndReason) and stores it. Errors: a *FieldError of the timetable;
+// rota.ErrConflict for a taken name.
+func (sv *Service) Create(ctx context.Context, s rota.Schedule) (*rota.Schedule, error) {
+	now := sv.cfg.Now()
+	s.ID = sv.newID()
+	if err := Arm(&s, nil, now); err != nil {
+		return nil, err
+	}
+	got, err := sv.cfg.Store.ScheduleInsert(ctx, store.ScheduleInsertParams{Schedule: s, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	sv.changed(got.ID)
+	return got, nil
+}
+
+// Edit reads schedule id, applies mod (which checks and sets fields),
+// re-arms it (nothing fires retroactively) and stores it, reading it again
+// when the engine changed it meanwhile. It returns the schedule before and
+// after. Errors: mod's; a *FieldError of the timetable; rota.ErrNotFound;
+// rota.ErrConflict for a taken name (or a schedule changing too fast).
+func (sv *Service) Edit(ctx context.Context, id string, mod func(s *rota.Schedule) error) (prev, got *rota.Schedule, err error) {
+	for try := 1; ; try++ {
+		prev, err := sv.cfg.Store.ScheduleGet(ctx, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		s := *prev
+		if err := mod(&s); err != nil {
+			return nil, nil, err
+		}
+		now := sv.cfg.Now()
+		if err := Arm(&s, prev, now); err != nil {
+			return nil, nil, err
+		}
+		got, err := sv.cfg.Store.ScheduleUpdate(ctx, store.ScheduleUpdateParams{Schedule: s, Now: now})
+		if err == nil {
+			sv.changed(id)
+			return prev, got, nil
+		}
+		if !errors.Is(err, rota.ErrConflict) || try == casAttempts {
+			return nil, nil, err
+		}
+		// A stale version (the engine fired meanwhile): read it again. A
+		// taken name is a conflict for the caller.
+		if other, lerr := sv.cfg.Store.ScheduleGetByName(ctx, s.Name); lerr == nil && other.ID != s.ID {
+			return nil, nil, err
+		}
+	}
+}
+
+// Pause disables schedule id: it fires nothing until resumed.
+func (sv *Service) Pause(ctx context.Context, id string) (prev, got *rota.Schedule, err error) {
+	return sv.Edit(ctx, id, func(s *rota.Schedule) error { s.Enabled = false; return nil })
+}
+
+// Resume enables schedule id and takes it out of the error state (its
+// ErrorMessage cleared: resume once the cause is fixed; the engine puts it
+// back in the error state if it still cannot go on). The fire times of the
+// pause are not caught up: the misfire policy applies from the resume on.
+func (sv *Service) Resume(ctx context.Context, id string) (prev, got *rota.Schedule, err error) {
+	return sv.Edit(ctx, id, func(s *rota.Schedule) error { s.Enabled, s.ErrorMessage = true, ""; return nil })
+}
+
+// Delete deletes schedule id (see store.ScheduleStore.ScheduleDelete).
+func (sv *Service) Delete(ctx context.Context, id string) error {
+	if err := sv.cfg.Store.ScheduleDelete(ctx, store.ScheduleDeleteParams{ID: id, Now: sv.cfg.Now()}); err != nil {
+		return err
+	}
+	sv.changed(id)
+	return nil
+}
 
 // TriggerResult is the run a trigger made.
 type TriggerResult struct {
@@ -90,6 +182,7 @@ func (sv *Service) Trigger(ctx context.Context, id string, force bool) (*Trigger
 			return nil, err
 		}
 		sv.announce(ctx, s, []rota.ScheduleRun{*r}, nil, nil)
+		sv.changed(id)
 		return &TriggerResult{Run: *r}, nil
 	}
 	res, err := sv.fireCAS(ctx, id, now, func(st store.ScheduleRunState) (store.ScheduleDecision, error) {
@@ -229,9 +322,7 @@ func (sv *Service) fireCAS(ctx context.Context, id string, now time.Time, decide
 			return nil, r.Err
 		}
 		sv.announce(ctx, r.Schedule, r.Inserted, r.Released, r.Cancel)
-		if sv.cfg.Changed != nil {
-			sv.cfg.Changed(id)
-		}
+		sv.changed(id)
 		return r, nil
 	}
 }
