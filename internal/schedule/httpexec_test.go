@@ -13,25 +13,25 @@ import (
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/dispatch"
 	"github.com/rotahq/rota/internal/netguard"
-	"github.com/rotahq/rota/internal/schedule"
+	"github.com/rotahq/rota/internal/schedule/httpexec"
 	"github.com/rotahq/rota/internal/store"
 )
 
 // executor returns an HTTP executor whose guard allows the test servers'
 // 127.0.0.1 (the default guard refuses loopback).
-func (e *env) executor() *schedule.HTTPExecutor {
+func (e *env) executor() *httpexec.Executor {
 	e.t.Helper()
 	return e.executorAllowing("127.0.0.1")
 }
 
 // executorAllowing returns an HTTP executor whose guard allows allow.
-func (e *env) executorAllowing(allow ...string) *schedule.HTTPExecutor {
+func (e *env) executorAllowing(allow ...string) *httpexec.Executor {
 	e.t.Helper()
 	g, err := netguard.New(netguard.Config{Allow: allow})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	x, err := schedule.NewHTTPExecutor(schedule.HTTPExecutorConfig{
+	x, err := httpexec.New(httpexec.Config{
 		Schedules: e.st, Tasks: e.st, Dispatcher: e.disp, Clock: e.clk, Metrics: e.m,
 		Logger: slog.New(slog.DiscardHandler), Guard: g,
 	})
@@ -104,7 +104,7 @@ func TestHTTPExecutorFailure(t *testing.T) {
 	}
 	runs := e.wantRuns(s.ID, "+5s:FAILED#1")
 	task := e.task(runs[0].TaskID)
-	if !strings.HasPrefix(task.Message, "HTTP 500: database down xxx") || len(task.Message) > schedule.DefaultHTTPMessageBytes+40 {
+	if !strings.HasPrefix(task.Message, "HTTP 500: database down xxx") || len(task.Message) > httpexec.DefaultHTTPMessageBytes+40 {
 		t.Fatalf("message %q (%d bytes)", task.Message[:min(len(task.Message), 60)], len(task.Message))
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/schedule"
+	"github.com/rotahq/rota/internal/schedule/httpexec"
 )
 
 func (e *env) service() *schedule.Service {
@@ -196,7 +197,7 @@ func TestHTTPExecutorStopAbortsAtOnce(t *testing.T) {
 	if _, err := e.disp.StopTask(e.ctx, c.TaskID, "stop"); err != nil {
 		t.Fatal(err)
 	}
-	e.clk.Advance(schedule.DefaultHTTPStopPoll)
+	e.clk.Advance(httpexec.DefaultHTTPStopPoll)
 	select {
 	case <-aborted:
 	case <-time.After(10 * time.Second):

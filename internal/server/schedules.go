@@ -6,6 +6,7 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/schedule"
+	"github.com/rotahq/rota/internal/schedule/httpexec"
 )
 
 // scheduling holds the schedule engine (it fires on the leader only) and
@@ -13,7 +14,7 @@ import (
 // every node). Its methods are safe on nil.
 type scheduling struct {
 	engine *schedule.Engine
-	exec   *schedule.HTTPExecutor
+	exec   *httpexec.Executor
 }
 
 // initSchedules creates the engine and the executor over the server's
@@ -30,7 +31,7 @@ func (s *Server) initSchedules() (*scheduling, error) {
 	if err != nil {
 		return nil, err
 	}
-	exec, err := schedule.NewHTTPExecutor(schedule.HTTPExecutorConfig{
+	exec, err := httpexec.New(httpexec.Config{
 		Schedules: s.store, Tasks: s.store, Dispatcher: s.disp, Clock: s.cfg.Clock, Logger: s.cfg.Logger, Metrics: s.sched,
 		Guard: s.guard,
 	})

@@ -1,4 +1,7 @@
-package schedule
+// Package httpexec is Rota's HTTP executor: it runs the runs of schedules
+// that have an HTTP target inside the server, as a worker (see Executor).
+// It dials only through the server's outbound address guard.
+package httpexec
 
 import (
 	"bytes"
@@ -23,7 +26,7 @@ import (
 	"github.com/rotahq/rota/internal/store"
 )
 
-// Defaults of HTTPExecutorConfig.
+// Defaults of Config.
 const (
 	// DefaultHTTPTimeout is the time limit of a target request whose
 	// schedule has timeout_seconds ≤ 0 (seed 003: "≤ 0 means 10 s").
@@ -38,9 +41,9 @@ const (
 	HTTPBodyBytes = 64 << 10
 )
 
-// HTTPDispatcher is what the HTTP executor needs of the dispatcher: it is a
+// Dispatcher is what the HTTP executor needs of the dispatcher: it is a
 // worker like any other. *dispatch.Dispatcher implements it.
-type HTTPDispatcher interface {
+type Dispatcher interface {
 	Claim(ctx context.Context, r dispatch.ClaimRequest) (store.TaskClaimResult, error)
 	Heartbeat(ctx context.Context, runID, workerID, message string) (store.RunHeartbeatResult, error)
 	Complete(ctx context.Context, p store.RunCompleteParams) (*rota.Task, error)
@@ -51,12 +54,12 @@ type TaskGetter interface {
 	TaskGet(ctx context.Context, id string) (*rota.Task, error)
 }
 
-// HTTPExecutorConfig configures an HTTPExecutor. Zero values mean the
+// Config configures an Executor. Zero values mean the
 // defaults.
-type HTTPExecutorConfig struct {
+type Config struct {
 	Schedules  store.ScheduleStore // required: targets and their kinds
 	Tasks      TaskGetter          // required: the schedule of a claimed run
-	Dispatcher HTTPDispatcher      // required
+	Dispatcher Dispatcher          // required
 	// Guard is the only way out: every address a target resolves to, and
 	// every redirect, is checked at dial time. Default: a guard with no
 	// allow list (loopback, private, link-local… are refused).
@@ -75,11 +78,11 @@ type HTTPExecutorConfig struct {
 	StopPoll time.Duration
 }
 
-// DefaultHTTPStopPoll is the default HTTPExecutorConfig.StopPoll: a stop
+// DefaultHTTPStopPoll is the default Config.StopPoll: a stop
 // aborts the request in flight within half a second.
 const DefaultHTTPStopPoll = 500 * time.Millisecond
 
-// HTTPExecutor runs the runs of schedules that have a Target (seed 003's
+// Executor runs the runs of schedules that have a Target (seed 003's
 // executor) inside the server: it is a worker whose id is
 // rota.HTTPWorkerID, to which those runs are pinned. It claims through the
 // dispatcher, heartbeats while the request is in flight and reports through
@@ -96,9 +99,9 @@ const DefaultHTTPStopPoll = 500 * time.Millisecond
 // deadline passes; the executor cancels the request at the same moment);
 // a stop (CANCEL_PREV, a user) cancels the request and the run ends
 // CANCELED.
-type HTTPExecutor struct {
-	cfg    HTTPExecutorConfig // immutable after NewHTTPExecutor
-	client *http.Client       // cfg.Guard's: no global timeout, redirects checked
+type Executor struct {
+	cfg    Config       // immutable after New
+	client *http.Client // cfg.Guard's: no global timeout, redirects checked
 
 	slots   chan struct{} // one per request in flight
 	wg      sync.WaitGroup
@@ -116,15 +119,15 @@ type HTTPExecutor struct {
 	claimCancel context.CancelFunc // ends the claim in progress (Changed)
 }
 
-// NewHTTPExecutor checks cfg and applies its defaults.
-func NewHTTPExecutor(cfg HTTPExecutorConfig) (*HTTPExecutor, error) {
+// New checks cfg and applies its defaults.
+func New(cfg Config) (*Executor, error) {
 	if cfg.Schedules == nil || cfg.Tasks == nil || cfg.Dispatcher == nil {
-		return nil, errors.New("schedule: HTTP executor needs Schedules, Tasks and Dispatcher")
+		return nil, errors.New("httpexec: HTTP executor needs Schedules, Tasks and Dispatcher")
 	}
 	if cfg.Guard == nil {
 		g, err := netguard.New(netguard.Config{})
 		if err != nil {
-			return nil, fmt.Errorf("schedule: HTTP executor: %w", err)
+			return nil, fmt.Errorf("httpexec: %w", err)
 		}
 		cfg.Guard = g
 	}
@@ -153,7 +156,7 @@ func NewHTTPExecutor(cfg HTTPExecutorConfig) (*HTTPExecutor, error) {
 	// before Start too; Stop cancels it, and so does the end of the context
 	// given to Start (see halt).
 	ctx, cancel := context.WithCancel(context.Background())
-	return &HTTPExecutor{
+	return &Executor{
 		cfg: cfg, client: cfg.Guard.Client(), slots: make(chan struct{}, cfg.MaxInFlight),
 		quit: make(chan struct{}), done: make(chan struct{}), ctx: ctx, abort: cancel,
 	}, nil
@@ -161,9 +164,9 @@ func NewHTTPExecutor(cfg HTTPExecutorConfig) (*HTTPExecutor, error) {
 
 // Start claims and runs target runs in the background until Stop or until
 // ctx ends (which stops it as Stop does, without waiting).
-func (x *HTTPExecutor) Start(ctx context.Context) error {
+func (x *Executor) Start(ctx context.Context) error {
 	if x.started.Swap(true) {
-		return errors.New("schedule: HTTP executor already started")
+		return errors.New("httpexec: HTTP executor already started")
 	}
 	x.unhook = context.AfterFunc(ctx, x.halt)
 	go x.loop()
@@ -171,7 +174,7 @@ func (x *HTTPExecutor) Start(ctx context.Context) error {
 }
 
 // halt stops claiming and cancels the requests in flight, once.
-func (x *HTTPExecutor) halt() {
+func (x *Executor) halt() {
 	x.stop.Do(func() {
 		close(x.quit)
 		x.abort()
@@ -181,7 +184,7 @@ func (x *HTTPExecutor) halt() {
 // Stop stops claiming, cancels the requests in flight (their runs end
 // CANCELED or are taken over when their lease lapses) and waits for them.
 // It is idempotent.
-func (x *HTTPExecutor) Stop() {
+func (x *Executor) Stop() {
 	x.halt()
 	if x.started.Load() {
 		x.unhook()
@@ -190,7 +193,7 @@ func (x *HTTPExecutor) Stop() {
 	x.wg.Wait()
 }
 
-func (x *HTTPExecutor) loop() {
+func (x *Executor) loop() {
 	defer close(x.done)
 	for {
 		select {
@@ -217,7 +220,7 @@ func (x *HTTPExecutor) loop() {
 
 // targetKinds returns the kinds of target schedules, read again every
 // KindsRefresh.
-func (x *HTTPExecutor) targetKinds(ctx context.Context) ([]string, error) {
+func (x *Executor) targetKinds(ctx context.Context) ([]string, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	now := x.cfg.Clock.Now()
@@ -237,7 +240,7 @@ func (x *HTTPExecutor) targetKinds(ctx context.Context) ([]string, error) {
 // waits on the old ones, so a new target kind is served without delay.
 // (A changed target URL, method or headers needs nothing: each request
 // reads its schedule when it starts.) Safe from any goroutine.
-func (x *HTTPExecutor) Changed() {
+func (x *Executor) Changed() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.kinds = nil
@@ -249,7 +252,7 @@ func (x *HTTPExecutor) Changed() {
 // ClaimOnce claims as many target runs as there are free slots (waiting up
 // to wait for some) and starts executing them in the background. It
 // returns how many it started.
-func (x *HTTPExecutor) ClaimOnce(ctx context.Context, wait time.Duration) (int, error) {
+func (x *Executor) ClaimOnce(ctx context.Context, wait time.Duration) (int, error) {
 	kinds, err := x.targetKinds(ctx)
 	if err != nil || len(kinds) == 0 {
 		return 0, err
@@ -311,7 +314,7 @@ var (
 // Execute runs one claimed run to its end and reports it. It returns the
 // status the run ended in as the executor saw it ("" when the report was
 // refused, e.g. the lease was lost).
-func (x *HTTPExecutor) Execute(ctx context.Context, c rota.ClaimedRun) rota.Status {
+func (x *Executor) Execute(ctx context.Context, c rota.ClaimedRun) rota.Status {
 	task, err := x.cfg.Tasks.TaskGet(ctx, c.TaskID)
 	var sched *rota.Schedule
 	if err == nil && task.ScheduleID != "" {
@@ -397,7 +400,7 @@ func (x *HTTPExecutor) Execute(ctx context.Context, c rota.ClaimedRun) rota.Stat
 // fires nothing until fixed and resumed. The change goes through the
 // store (compare-and-set, retried when the engine moved the Version), so
 // every node's engine sees it at its next poll.
-func (x *HTTPExecutor) refuse(ctx context.Context, s *rota.Schedule, why string) {
+func (x *Executor) refuse(ctx context.Context, s *rota.Schedule, why string) {
 	ctx = context.WithoutCancel(ctx)
 	for range 5 {
 		cur, err := x.cfg.Schedules.ScheduleGet(ctx, s.ID)
@@ -432,7 +435,7 @@ func redact(msg string, headers map[string]string) string {
 // timeout is 0), when it was asked to stop (checked every StopPoll, and by
 // each heartbeat) and when the lease is lost; it heartbeats every third of
 // the lease meanwhile.
-func (x *HTTPExecutor) watch(ctx context.Context, cancel context.CancelCauseFunc, c rota.ClaimedRun, timeout time.Duration) func() {
+func (x *Executor) watch(ctx context.Context, cancel context.CancelCauseFunc, c rota.ClaimedRun, timeout time.Duration) func() {
 	hb := time.Duration(c.HeartbeatTimeoutSeconds) * time.Second / 3
 	if hb <= 0 {
 		hb = time.Second
@@ -493,7 +496,7 @@ func (x *HTTPExecutor) watch(ctx context.Context, cancel context.CancelCauseFunc
 
 // stopAsked reports whether run c was asked to stop (a user's stop,
 // CANCEL_PREV), reading its task.
-func (x *HTTPExecutor) stopAsked(ctx context.Context, c rota.ClaimedRun) bool {
+func (x *Executor) stopAsked(ctx context.Context, c rota.ClaimedRun) bool {
 	t, err := x.cfg.Tasks.TaskGet(ctx, c.TaskID)
 	if err != nil {
 		return false // the heartbeat decides
@@ -507,7 +510,7 @@ func (x *HTTPExecutor) stopAsked(ctx context.Context, c rota.ClaimedRun) bool {
 }
 
 // report completes the run and returns the status it ended in.
-func (x *HTTPExecutor) report(ctx context.Context, c rota.ClaimedRun, ok bool, msg string, why error) rota.Status {
+func (x *Executor) report(ctx context.Context, c rota.ClaimedRun, ok bool, msg string, why error) rota.Status {
 	task, err := x.cfg.Dispatcher.Complete(context.WithoutCancel(ctx), store.RunCompleteParams{
 		RunID: c.RunID, WorkerID: rota.HTTPWorkerID, Success: ok, Message: msg,
 	})
