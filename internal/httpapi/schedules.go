@@ -15,6 +15,7 @@ import (
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/netguard"
 	"github.com/rotahq/rota/internal/schedule"
+	"github.com/rotahq/rota/internal/schedule/firetime"
 	"github.com/rotahq/rota/internal/store"
 	"github.com/rotahq/rota/rotaapi"
 )
@@ -209,7 +210,7 @@ func applyFailure(b *rotaapi.ScheduleRequest, s *rota.Schedule) error {
 		{"backoff_max_seconds", b.BackoffMaxSeconds, &s.BackoffMaxSeconds, maxTimeoutSeconds},
 		{"failure_threshold", b.FailureThreshold, &s.FailureThreshold, maxConcurrencyCap},
 		{"cooldown_seconds", b.CooldownSeconds, &s.CooldownSeconds, maxTimeoutSeconds},
-		{"jitter_seconds", b.JitterSeconds, &s.JitterSeconds, schedule.MaxJitterSeconds},
+		{"jitter_seconds", b.JitterSeconds, &s.JitterSeconds, firetime.MaxJitterSeconds},
 	} {
 		if f.v == nil {
 			continue
@@ -298,7 +299,7 @@ func storedHeader(t *rota.Target, name string) (string, bool) {
 
 // armError maps a timetable error to an invalid-field error.
 func armError(err error) error {
-	var fe *schedule.FieldError
+	var fe *firetime.FieldError
 	if errors.As(err, &fe) {
 		return rota.Invalid(fe.Field, "%s", strings.TrimPrefix(fe.Error(), fe.Field+": "))
 	}
@@ -652,7 +653,7 @@ func (a *API) scheduleNext(ctx context.Context, req *nextRequest) (*rotaapi.Fire
 	if err != nil {
 		return nil, fmt.Errorf("schedule next: %w", err)
 	}
-	ts, err := schedule.NextFires(s, from, n)
+	ts, err := firetime.NextFires(s, from, n)
 	if err != nil {
 		return nil, armError(err)
 	}
@@ -693,7 +694,7 @@ func (a *API) schedulePreview(ctx context.Context, req *rotaapi.SchedulePreviewR
 		return nil, armError(err)
 	}
 	s.PlanSeq = 0 // preview from `from`, as if received then
-	ts, err := schedule.NextFires(&s, from, n)
+	ts, err := firetime.NextFires(&s, from, n)
 	if err != nil {
 		return nil, armError(err)
 	}

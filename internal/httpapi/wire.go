@@ -6,6 +6,7 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/schedule"
+	"github.com/rotahq/rota/internal/schedule/firetime"
 	"github.com/rotahq/rota/internal/store"
 	"github.com/rotahq/rota/rotaapi"
 )
@@ -230,7 +231,7 @@ func toFireTimes(s *rota.Schedule, ts []time.Time) *rotaapi.FireTimes {
 	out := &rotaapi.FireTimes{FireTimes: make([]int64, len(ts)), RunTimes: make([]int64, len(ts))}
 	for i, t := range ts {
 		out.FireTimes[i] = t.Unix()
-		out.RunTimes[i] = t.Add(schedule.Jitter(s.ID, t, s.JitterSeconds)).UnixMilli()
+		out.RunTimes[i] = t.Add(firetime.Jitter(s.ID, t, s.JitterSeconds)).UnixMilli()
 	}
 	return out
 }

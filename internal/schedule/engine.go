@@ -13,6 +13,7 @@ import (
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/clock"
 	"github.com/rotahq/rota/internal/metrics"
+	"github.com/rotahq/rota/internal/schedule/firetime"
 	"github.com/rotahq/rota/internal/store"
 )
 
@@ -127,7 +128,7 @@ type Engine struct {
 // entry is one schedule in memory.
 type entry struct {
 	s     rota.Schedule
-	c     compiled
+	c     firetime.Timetable
 	next  time.Time // due instant; zero when not in the heap
 	index int       // in the heap; -1 when not
 	bad   error     // the timetable does not compile
@@ -467,7 +468,7 @@ func (e *Engine) put(s *rota.Schedule) {
 		(ent.s.Plan == nil) != (s.Plan == nil) || (s.Plan != nil && *ent.s.Plan != *s.Plan)
 	ent.s = *s
 	if recompile {
-		ent.c, ent.bad = compile(s)
+		ent.c, ent.bad = firetime.Compile(s)
 		if ent.bad != nil {
 			e.cfg.Logger.Warn("schedule engine: schedule cannot fire", "schedule", s.ID, "name", s.Name, "err", ent.bad)
 		}
@@ -484,12 +485,12 @@ func (e *Engine) place(ent *entry) {
 	case ent.bad != nil || stuck(ent):
 		// Due at once: the fire records the error state.
 		next = s.UpdatedAt
-	case ent.c.cron != nil:
+	case ent.c.Cron != nil:
 		hw := s.HighWater
 		if hw.IsZero() {
 			hw = s.CreatedAt
 		}
-		if n, ok := ent.c.cron.Next(hw); ok {
+		if n, ok := ent.c.Cron.Next(hw); ok {
 			next = n
 		}
 	case s.PlanRunID == "":
@@ -600,8 +601,8 @@ func (e *Engine) fire(ctx context.Context, due []*entry, now, at time.Time) erro
 	}
 	for i, ent := range due {
 		it := &fireItem{ent: ent}
-		if ent.c.cron != nil && !ent.next.IsZero() && !ent.next.After(at) {
-			it.latest, it.earlier = dueTimes(ent.c.cron, ent.s.HighWater, at, keep)
+		if ent.c.Cron != nil && !ent.next.IsZero() && !ent.next.After(at) {
+			it.latest, it.earlier = firetime.DueTimes(ent.c.Cron, ent.s.HighWater, at, keep)
 		}
 		items[i] = it
 		params[i] = store.ScheduleFireParams{
@@ -612,7 +613,7 @@ func (e *Engine) fire(ctx context.Context, due []*entry, now, at time.Time) erro
 					r := &dec.Runs[i]
 					// Claimable at the fire time (decided ahead), or at
 					// the jittered instant.
-					runAt := r.FireTime.Add(Jitter(st.Schedule.ID, r.FireTime, st.Schedule.JitterSeconds))
+					runAt := r.FireTime.Add(firetime.Jitter(st.Schedule.ID, r.FireTime, st.Schedule.JitterSeconds))
 					if r.Skip == "" && !r.Triggered && runAt.After(now) {
 						r.RunAt = runAt
 					}
@@ -728,7 +729,7 @@ func (e *Engine) settle(ctx context.Context, it *fireItem, res *store.ScheduleFi
 		r := &res.Inserted[i]
 		m.Run(r.Status)
 		emitRun(e.cfg.Events, s, r)
-		if j := Jitter(s.ID, r.FireTime, s.JitterSeconds); j > 0 && r.Status == rota.StatusScheduled && !r.Held {
+		if j := firetime.Jitter(s.ID, r.FireTime, s.JitterSeconds); j > 0 && r.Status == rota.StatusScheduled && !r.Held {
 			// Claimable at the jittered instant: wake its workers then.
 			kind, n := s.Kind, 1
 			if s.Target != nil {
@@ -740,7 +741,7 @@ func (e *Engine) settle(ctx context.Context, it *fireItem, res *store.ScheduleFi
 			if !r.Triggered {
 				// When the run became claimable: its creation, or its
 				// fire time for a run decided ahead.
-				m.Lateness(laterOf(created, r.FireTime).Sub(r.FireTime))
+				m.Lateness(firetime.LaterOf(created, r.FireTime).Sub(r.FireTime))
 			}
 		}
 	}
@@ -784,14 +785,14 @@ func (e *Engine) settle(ctx context.Context, it *fireItem, res *store.ScheduleFi
 // after its high-water mark: its next time cannot be computed.
 func stuck(ent *entry) bool {
 	s := &ent.s
-	if ent.c.cron == nil || !s.Enabled || s.Ended || s.ErrorMessage != "" {
+	if ent.c.Cron == nil || !s.Enabled || s.Ended || s.ErrorMessage != "" {
 		return false
 	}
 	hw := s.HighWater
 	if hw.IsZero() {
 		hw = s.CreatedAt
 	}
-	_, ok := ent.c.cron.Next(hw)
+	_, ok := ent.c.Cron.Next(hw)
 	return !ok
 }
 
@@ -821,10 +822,10 @@ func (e *Engine) decide(it *fireItem, st store.ScheduleRunState, now time.Time) 
 			return store.ScheduleDecision{State: state}, nil
 		}
 	}
-	if ent.c.cron != nil {
+	if ent.c.Cron != nil {
 		return e.decideCron(it, &st, now), nil
 	}
-	if ent.c.plan != nil {
+	if ent.c.Plan != nil {
 		return e.decidePlan(it, &st, now), nil
 	}
 	return store.ScheduleDecision{State: st.Schedule.ScheduleState}, nil
@@ -898,7 +899,7 @@ func (e *Engine) decideCron(it *fireItem, st *store.ScheduleRunState, now time.T
 		state.HighWater = it.latest[n-1]
 	}
 	state.NextFire = time.Time{}
-	if next, ok := it.ent.c.cron.Next(state.HighWater); ok && s.Enabled {
+	if next, ok := it.ent.c.Cron.Next(state.HighWater); ok && s.Enabled {
 		state.NextFire = next
 	}
 	if d.last != "" {
@@ -910,7 +911,7 @@ func (e *Engine) decideCron(it *fireItem, st *store.ScheduleRunState, now time.T
 
 func (e *Engine) decidePlan(it *fireItem, st *store.ScheduleRunState, now time.Time) store.ScheduleDecision {
 	s := &st.Schedule
-	p, loc := it.ent.c.plan, it.ent.c.loc
+	p, loc := it.ent.c.Plan, it.ent.c.Loc
 	state := s.ScheduleState
 	dec := store.ScheduleDecision{}
 	pol := policyOf(s, e.cfg.MaxQueued)
@@ -919,12 +920,12 @@ func (e *Engine) decidePlan(it *fireItem, st *store.ScheduleRunState, now time.T
 		dec.Disable = true
 	}
 	advance := func(from time.Time) {
-		occ, ok := p.After(Occurrence{At: state.PlanAt, Seq: state.PlanSeq}, from, loc)
+		occ, ok := p.After(firetime.Occurrence{At: state.PlanAt, Seq: state.PlanSeq}, from, loc)
 		if !ok {
 			end()
 			return
 		}
-		state.PlanSeq, state.PlanAt, state.NextFire, state.PlanRetry = occ.Seq, occ.At, laterOf(occ.At, from), false
+		state.PlanSeq, state.PlanAt, state.NextFire, state.PlanRetry = occ.Seq, occ.At, firetime.LaterOf(occ.At, from), false
 	}
 	// 1. The awaited run: has it ended?
 	if state.PlanRunID != "" {
@@ -936,9 +937,9 @@ func (e *Engine) decidePlan(it *fireItem, st *store.ScheduleRunState, now time.T
 			dec.State = state
 			return dec
 		}
-		from := laterOf(now, state.HighWater)
+		from := firetime.LaterOf(now, state.HighWater)
 		if r != nil && !r.EndTime.IsZero() {
-			from = laterOf(r.EndTime, state.HighWater)
+			from = firetime.LaterOf(r.EndTime, state.HighWater)
 		}
 		state.PlanRunID = ""
 		switch {
@@ -960,7 +961,7 @@ func (e *Engine) decidePlan(it *fireItem, st *store.ScheduleRunState, now time.T
 		if state.PlanRetry {
 			fireTime = now
 		}
-		late := now.Sub(state.NextFire) >= e.cfg.MisfireGrace && !state.PlanRetry && !neverSkips(p)
+		late := now.Sub(state.NextFire) >= e.cfg.MisfireGrace && !state.PlanRetry && !firetime.NeverSkips(p)
 		if late && (s.MisfirePolicy == rota.MisfireSkip || s.MisfirePolicy == "") {
 			dec.Runs = append(dec.Runs, store.ScheduleRunInsert{
 				TaskID: e.newID(), FireTime: fireTime, Attempt: 1, Skip: rota.SkipMisfire,
@@ -968,8 +969,8 @@ func (e *Engine) decidePlan(it *fireItem, st *store.ScheduleRunState, now time.T
 			})
 			state.MisfireDropped++
 			it.misfires = 1
-			if occ, ok := lateAdvance(p, Occurrence{At: state.PlanAt, Seq: state.PlanSeq}, now, loc); ok {
-				state.PlanSeq, state.PlanAt, state.NextFire = occ.Seq, occ.At, laterOf(occ.At, now)
+			if occ, ok := firetime.LateAdvance(p, firetime.Occurrence{At: state.PlanAt, Seq: state.PlanSeq}, now, loc); ok {
+				state.PlanSeq, state.PlanAt, state.NextFire = occ.Seq, occ.At, firetime.LaterOf(occ.At, now)
 			} else {
 				end()
 			}
@@ -983,7 +984,7 @@ func (e *Engine) decidePlan(it *fireItem, st *store.ScheduleRunState, now time.T
 			if d.last != "" {
 				state.LastRunID = d.last
 			}
-			state.HighWater = laterOf(state.HighWater, fireTime)
+			state.HighWater = firetime.LaterOf(state.HighWater, fireTime)
 			if v := d.verdicts[0]; v.kind == verdictSkip {
 				advance(now) // a skipped occurrence is used up
 			} else {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/schedule"
+	"github.com/rotahq/rota/internal/schedule/firetime"
 )
 
 // The no_keep rule of seed 004: each occurrence counts from the end of the
@@ -15,7 +16,7 @@ import (
 func TestPlanNoKeepPastPreview(t *testing.T) {
 	t.Parallel()
 	T := base.Add(time.Hour)
-	p := schedule.Plan{Type: schedule.PlanSecond, Value: 1, Repeat: 3, Time: T.Add(-20 * time.Second).Unix(), NoKeep: true}
+	p := firetime.Plan{Type: firetime.PlanSecond, Value: 1, Repeat: 3, Time: T.Add(-20 * time.Second).Unix(), NoKeep: true}
 	got := p.NextN(T, 10, nil)
 	want := []time.Time{T.Add(-19 * time.Second), T.Add(time.Second), T.Add(2 * time.Second)}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -50,7 +51,7 @@ func TestPreviewAgreesWithEngine(t *testing.T) {
 			t.Parallel()
 			e := setup(t)
 			s := e.add(planSchedule(tc.p))
-			want, err := schedule.NextFires(&rota.Schedule{Plan: s.Plan, Timezone: "UTC"}, base, 10)
+			want, err := firetime.NextFires(&rota.Schedule{Plan: s.Plan, Timezone: "UTC"}, base, 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,7 +188,7 @@ func TestJitterDelaysRuns(t *testing.T) {
 	e := setup(t)
 	s := e.add(func(s *rota.Schedule) { s.CronExpr, s.JitterSeconds = "0 * * * * *", 30 })
 	fire := base.Add(time.Minute)
-	j := schedule.Jitter(s.ID, fire, 30)
+	j := firetime.Jitter(s.ID, fire, 30)
 	e.step(time.Minute)
 	runs := e.wantRuns(s.ID, "+1m0s:SCHEDULED#1")
 	if !runs[0].FireTime.Equal(fire) {
@@ -207,11 +208,11 @@ func TestJitterDelaysRuns(t *testing.T) {
 func TestCronHashInSchedules(t *testing.T) {
 	t.Parallel()
 	s := rota.Schedule{Name: "nightly", CronExpr: "0 H H(0-5) * * *", Timezone: "UTC"}
-	a, err := schedule.NextFires(&s, base, 3)
+	a, err := firetime.NextFires(&s, base, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := schedule.NextFires(&s, base, 3)
+	b, _ := firetime.NextFires(&s, base, 3)
 	if fmt.Sprint(a) != fmt.Sprint(b) || a[0].Hour() > 5 || a[1].Sub(a[0]) != 24*time.Hour {
 		t.Fatalf("fires %v / %v", a, b)
 	}

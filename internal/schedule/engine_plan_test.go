@@ -7,6 +7,7 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/schedule"
+	"github.com/rotahq/rota/internal/schedule/firetime"
 	"github.com/rotahq/rota/internal/store"
 )
 
@@ -206,18 +207,18 @@ func TestPlanWeekAndMisfire(t *testing.T) {
 func TestPlanPreview(t *testing.T) {
 	t.Parallel()
 	s := rota.Schedule{Plan: &rota.PlanSpec{Type: "minute", Value: 5, Repeat: 3}, Timezone: "UTC"}
-	got, err := schedule.NextFires(&s, base, 10)
+	got, err := firetime.NextFires(&s, base, 10)
 	if err != nil || len(got) != 3 || !got[2].Equal(base.Add(15*time.Minute)) {
 		t.Fatalf("NextFires: %v, %v", got, err)
 	}
 	c := rota.Schedule{CronExpr: "0 0 12 * * *", Timezone: "Europe/Paris"}
-	got, err = schedule.NextFires(&c, base, 2)
+	got, err = firetime.NextFires(&c, base, 2)
 	if err != nil || len(got) != 2 || got[0].Hour() != 11 {
 		t.Fatalf("NextFires(cron): %v, %v", got, err)
 	}
 	bad := rota.Schedule{CronExpr: "0 0 12 * *", Timezone: "Mars/Olympus"}
-	var fe *schedule.FieldError
-	if _, err := schedule.NextFires(&bad, base, 2); !errors.As(err, &fe) || fe.Field != schedule.FieldTimezone {
+	var fe *firetime.FieldError
+	if _, err := firetime.NextFires(&bad, base, 2); !errors.As(err, &fe) || fe.Field != firetime.FieldTimezone {
 		t.Fatalf("bad zone: %v", err)
 	}
 	_ = store.ScheduleRunsParams{}

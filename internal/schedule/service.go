@@ -8,6 +8,7 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/metrics"
+	"github.com/rotahq/rota/internal/schedule/firetime"
 	"github.com/rotahq/rota/internal/store"
 )
 
@@ -85,7 +86,7 @@ func (sv *Service) changed(id string) {
 
 // Create gives s (a new schedule, its fields checked) an id, arms its
 // state (Arm: a plan that would never run is stored ended, with its
-// EndReason) and stores it. Errors: a *FieldError of the timetable;
+// EndReason) and stores it. Errors: a *firetime.FieldError of the timetable;
 // rota.ErrConflict for a taken name.
 func (sv *Service) Create(ctx context.Context, s rota.Schedule) (*rota.Schedule, error) {
 	now := sv.cfg.Now()
@@ -104,7 +105,7 @@ func (sv *Service) Create(ctx context.Context, s rota.Schedule) (*rota.Schedule,
 // Edit reads schedule id, applies mod (which checks and sets fields),
 // re-arms it (nothing fires retroactively) and stores it, reading it again
 // when the engine changed it meanwhile. It returns the schedule before and
-// after. Errors: mod's; a *FieldError of the timetable; rota.ErrNotFound;
+// after. Errors: mod's; a *firetime.FieldError of the timetable; rota.ErrNotFound;
 // rota.ErrConflict for a taken name (or a schedule changing too fast).
 func (sv *Service) Edit(ctx context.Context, id string, mod func(s *rota.Schedule) error) (prev, got *rota.Schedule, err error) {
 	for try := 1; ; try++ {
@@ -226,24 +227,24 @@ type BackfillResult struct {
 // checking the request: a plan cannot be backfilled (its occurrences
 // depend on its executions), to must follow from and not be in the future
 // (after now), and at most MaxBackfill fire times fit in one request.
-// Errors are *FieldError values naming the request field.
+// Errors are *firetime.FieldError values naming the request field.
 func BackfillTimes(s *rota.Schedule, from, to, now time.Time) ([]time.Time, error) {
-	c, err := compile(s)
+	c, err := firetime.Compile(s)
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case c.cron == nil:
-		return nil, &FieldError{Field: FieldCronExpr, Reason: "only a cron schedule can be backfilled: a plan's occurrences depend on its executions"}
+	case c.Cron == nil:
+		return nil, &firetime.FieldError{Field: firetime.FieldCronExpr, Reason: "only a cron schedule can be backfilled: a plan's occurrences depend on its executions"}
 	case !to.After(from):
-		return nil, &FieldError{Field: FieldTo, Reason: "must be after from"}
+		return nil, &firetime.FieldError{Field: FieldTo, Reason: "must be after from"}
 	case to.After(now):
-		return nil, &FieldError{Field: FieldTo, Reason: "must not be in the future: the engine fires what is to come"}
+		return nil, &firetime.FieldError{Field: FieldTo, Reason: "must not be in the future: the engine fires what is to come"}
 	}
 	var out []time.Time
-	for t, ok := c.cron.Next(from.Add(-time.Nanosecond)); ok && t.Before(to); t, ok = c.cron.Next(t) {
+	for t, ok := c.Cron.Next(from.Add(-time.Nanosecond)); ok && t.Before(to); t, ok = c.Cron.Next(t) {
 		if len(out) == MaxBackfill {
-			return nil, &FieldError{Field: FieldTo, Reason: fmt.Sprintf("the range holds more than %d fire times: backfill it in parts", MaxBackfill)}
+			return nil, &firetime.FieldError{Field: FieldTo, Reason: fmt.Sprintf("the range holds more than %d fire times: backfill it in parts", MaxBackfill)}
 		}
 		out = append(out, t)
 	}

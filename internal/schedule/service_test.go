@@ -13,6 +13,7 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/schedule"
+	"github.com/rotahq/rota/internal/schedule/firetime"
 	"github.com/rotahq/rota/internal/schedule/httpexec"
 )
 
@@ -103,7 +104,7 @@ func TestBackfill(t *testing.T) {
 	if n := len(e.runs(s.ID)); n != 8 {
 		t.Fatalf("%d runs, want 8", n)
 	}
-	var fe *schedule.FieldError
+	var fe *firetime.FieldError
 	for _, tc := range []struct {
 		from, to time.Time
 		field    string
@@ -117,7 +118,7 @@ func TestBackfill(t *testing.T) {
 		}
 	}
 	p := e.add(planSchedule(rota.PlanSpec{Type: "minute", Value: 1, Repeat: -1}))
-	if _, err := sv.Backfill(e.ctx, p.ID, from, to, false); !errors.As(err, &fe) || fe.Field != schedule.FieldCronExpr {
+	if _, err := sv.Backfill(e.ctx, p.ID, from, to, false); !errors.As(err, &fe) || fe.Field != firetime.FieldCronExpr {
 		t.Errorf("backfill of a plan: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package schedule
+package firetime
 
 import (
 	"math/bits"
@@ -9,9 +9,9 @@ import (
 // high-water mark and now, cheaply even when that span is a year of
 // every-second fires: the latest few are listed, the rest only counted.
 
-// dueTimes returns the latest keep fire times of c in (hw, now], oldest
+// DueTimes returns the latest keep fire times of c in (hw, now], oldest
 // first, and how many earlier ones there are in (hw, now].
-func dueTimes(c *Cron, hw, now time.Time, keep int) ([]time.Time, int64) {
+func DueTimes(c *Cron, hw, now time.Time, keep int) ([]time.Time, int64) {
 	if keep < 1 {
 		keep = 1
 	}

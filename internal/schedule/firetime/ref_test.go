@@ -1,4 +1,4 @@
-package schedule
+package firetime
 
 // A deliberately naive second implementation of the cron dialect and of the
 // daylight-saving rule, used as the reference Next is compared against. It

@@ -1,4 +1,4 @@
-package schedule
+package firetime
 
 import (
 	"math"
@@ -160,8 +160,9 @@ func (p Plan) Validate() error {
 	return nil
 }
 
-// interval returns the interval of second..day plans in seconds.
-func (p Plan) interval() int64 {
+// Interval returns the interval of second..day plans in seconds (0 for
+// the other types).
+func (p Plan) Interval() int64 {
 	var unit int64
 	switch p.Type {
 	case PlanSecond:
@@ -176,7 +177,8 @@ func (p Plan) interval() int64 {
 	return unit * int64(p.Value)
 }
 
-func (p Plan) isInterval() bool {
+// IsInterval reports whether p is a second, minute, hour or day plan.
+func (p Plan) IsInterval() bool {
 	switch p.Type {
 	case PlanSecond, PlanMinute, PlanHour, PlanDay:
 		return true
@@ -213,12 +215,12 @@ func (p Plan) First(now time.Time, loc *time.Location) (Occurrence, bool) {
 			return Occurrence{}, false
 		}
 		return Occurrence{At: at, Seq: 1}, true
-	case p.isInterval():
+	case p.IsInterval():
 		switch {
 		case p.Time == 0:
-			return Occurrence{At: unixUTC(floorUnix(now) + p.interval()), Seq: 1}, true
+			return Occurrence{At: unixUTC(floorUnix(now) + p.Interval()), Seq: 1}, true
 		case p.NoKeep:
-			return Occurrence{At: unixUTC(p.Time + p.interval()), Seq: 1}, true
+			return Occurrence{At: unixUTC(p.Time + p.Interval()), Seq: 1}, true
 		default:
 			return p.seriesAfter(p.Time, 0, now)
 		}
@@ -250,12 +252,12 @@ func (p Plan) After(prev Occurrence, finishedAt time.Time, loc *time.Location) (
 		return Occurrence{}, false
 	}
 	prevSec := floorUnix(prev.At)
-	if p.isInterval() {
+	if p.IsInterval() {
 		if !p.NoKeep {
 			return p.seriesAfter(prevSec, prev.Seq, finishedAt)
 		}
 		base := max(ceilUnix(finishedAt), prevSec)
-		return Occurrence{At: unixUTC(base + p.interval()), Seq: prev.Seq + 1}, true
+		return Occurrence{At: unixUTC(base + p.Interval()), Seq: prev.Seq + 1}, true
 	}
 	from := finishedAt
 	if !from.After(prev.At) {
@@ -268,7 +270,7 @@ func (p Plan) After(prev Occurrence, finishedAt time.Time, loc *time.Location) (
 // seriesAfter returns the first occurrence base + j·interval, j ≥ 1, that is
 // not before now, numbered seq + j; false if that number exceeds plan_repet.
 func (p Plan) seriesAfter(base, seq int64, now time.Time) (Occurrence, bool) {
-	iv := p.interval()
+	iv := p.Interval()
 	j := int64(1)
 	if need := ceilUnix(now) - base; need > iv {
 		j = ceilDiv(need, iv)
