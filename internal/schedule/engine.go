@@ -910,91 +910,119 @@ func (e *Engine) decideCron(it *fireItem, st *store.ScheduleRunState, now time.T
 }
 
 func (e *Engine) decidePlan(it *fireItem, st *store.ScheduleRunState, now time.Time) store.ScheduleDecision {
+	pd := &planDecision{e: e, it: it, st: st, now: now, state: st.Schedule.ScheduleState,
+		p: it.ent.c.Plan, loc: it.ent.c.Loc, pol: policyOf(&st.Schedule, e.cfg.MaxQueued)}
+	if pd.state.PlanRunID != "" && !pd.awaited() {
+		pd.dec.State = pd.state
+		return pd.dec
+	}
 	s := &st.Schedule
-	p, loc := it.ent.c.Plan, it.ent.c.Loc
-	state := s.ScheduleState
-	dec := store.ScheduleDecision{}
-	pol := policyOf(s, e.cfg.MaxQueued)
-	end := func() {
-		state.Ended, state.EndedAt, state.NextFire = true, now, time.Time{}
-		dec.Disable = true
+	if s.Enabled && !pd.state.Ended && pd.state.PlanRunID == "" && !pd.state.NextFire.IsZero() && !pd.state.NextFire.After(now) {
+		pd.due()
 	}
-	advance := func(from time.Time) {
-		occ, ok := p.After(firetime.Occurrence{At: state.PlanAt, Seq: state.PlanSeq}, from, loc)
-		if !ok {
-			end()
-			return
-		}
-		state.PlanSeq, state.PlanAt, state.NextFire, state.PlanRetry = occ.Seq, occ.At, firetime.LaterOf(occ.At, from), false
+	pd.dec.State = pd.state
+	return pd.dec
+}
+
+// planDecision is one plan schedule's decision in the making.
+type planDecision struct {
+	e     *Engine
+	it    *fireItem
+	st    *store.ScheduleRunState
+	now   time.Time
+	p     *firetime.Plan
+	loc   *time.Location
+	pol   policy
+	state rota.ScheduleState
+	dec   store.ScheduleDecision
+}
+
+// end ends the plan: no occurrence left.
+func (pd *planDecision) end() {
+	pd.state.Ended, pd.state.EndedAt, pd.state.NextFire = true, pd.now, time.Time{}
+	pd.dec.Disable = true
+}
+
+// advance moves to the occurrence after the pending one, its execution
+// having ended at from.
+func (pd *planDecision) advance(from time.Time) {
+	occ, ok := pd.p.After(firetime.Occurrence{At: pd.state.PlanAt, Seq: pd.state.PlanSeq}, from, pd.loc)
+	if !ok {
+		pd.end()
+		return
 	}
-	// 1. The awaited run: has it ended?
-	if state.PlanRunID != "" {
-		r := st.PlanRun
-		if r != nil && r.Unfinished() {
-			d := decide(pol, st.Open, st.Last, nil, e.newID) // release a held run if a slot freed
-			dec.Release = d.release
-			it.waiting = true
-			dec.State = state
-			return dec
-		}
-		from := firetime.LaterOf(now, state.HighWater)
-		if r != nil && !r.EndTime.IsZero() {
-			from = firetime.LaterOf(r.EndTime, state.HighWater)
-		}
-		state.PlanRunID = ""
-		switch {
-		case r != nil && r.Failed() && s.FailureAction == rota.FailureRetry:
-			// Seed 004 §3.4: an error puts the plan back without
-			// advancing its time; it runs again after a backoff.
-			state.PlanRetry = true
-			state.NextFire = from.Add(e.cfg.RetryBackoff(r.Attempt))
-		default:
-			if r != nil && r.Status == rota.StatusSuccess {
-				state.RealRepet++
-			}
-			advance(from)
-		}
+	pd.state.PlanSeq, pd.state.PlanAt, pd.state.NextFire, pd.state.PlanRetry = occ.Seq, occ.At, firetime.LaterOf(occ.At, from), false
+}
+
+// awaited handles the run the plan waits for: false while it is
+// unfinished (a held run may be released meanwhile); else the plan is put
+// back (an error with failure_action RETRY, seed 004 §3.4) or advanced.
+func (pd *planDecision) awaited() bool {
+	r, state := pd.st.PlanRun, &pd.state
+	if r != nil && r.Unfinished() {
+		d := decide(pd.pol, pd.st.Open, pd.st.Last, nil, pd.e.newID) // release a held run if a slot freed
+		pd.dec.Release = d.release
+		pd.it.waiting = true
+		return false
 	}
-	// 2. The pending occurrence: is it due?
-	if s.Enabled && !state.Ended && state.PlanRunID == "" && !state.NextFire.IsZero() && !state.NextFire.After(now) {
-		fireTime := state.PlanAt
-		if state.PlanRetry {
-			fireTime = now
+	from := firetime.LaterOf(pd.now, state.HighWater)
+	if r != nil && !r.EndTime.IsZero() {
+		from = firetime.LaterOf(r.EndTime, state.HighWater)
+	}
+	state.PlanRunID = ""
+	switch {
+	case r != nil && r.Failed() && pd.st.Schedule.FailureAction == rota.FailureRetry:
+		// Seed 004 §3.4: an error puts the plan back without advancing
+		// its time; it runs again after a backoff.
+		state.PlanRetry = true
+		state.NextFire = from.Add(pd.e.cfg.RetryBackoff(r.Attempt))
+	default:
+		if r != nil && r.Status == rota.StatusSuccess {
+			state.RealRepet++
 		}
-		late := now.Sub(state.NextFire) >= e.cfg.MisfireGrace && !state.PlanRetry && !firetime.NeverSkips(p)
-		if late && (s.MisfirePolicy == rota.MisfireSkip || s.MisfirePolicy == "") {
-			dec.Runs = append(dec.Runs, store.ScheduleRunInsert{
-				TaskID: e.newID(), FireTime: fireTime, Attempt: 1, Skip: rota.SkipMisfire,
-				Message: "skipped: plan occurrence missed while no engine ran (misfire_policy SKIP)",
-			})
-			state.MisfireDropped++
-			it.misfires = 1
-			if occ, ok := firetime.LateAdvance(p, firetime.Occurrence{At: state.PlanAt, Seq: state.PlanSeq}, now, loc); ok {
-				state.PlanSeq, state.PlanAt, state.NextFire = occ.Seq, occ.At, firetime.LaterOf(occ.At, now)
-			} else {
-				end()
-			}
+		pd.advance(from)
+	}
+	return true
+}
+
+// due fires the pending occurrence, or records it missed (misfire SKIP).
+func (pd *planDecision) due() {
+	state, now, e := &pd.state, pd.now, pd.e
+	fireTime := state.PlanAt
+	if state.PlanRetry {
+		fireTime = now
+	}
+	late := now.Sub(state.NextFire) >= e.cfg.MisfireGrace && !state.PlanRetry && !firetime.NeverSkips(pd.p)
+	if mp := pd.st.Schedule.MisfirePolicy; late && (mp == rota.MisfireSkip || mp == "") {
+		pd.dec.Runs = append(pd.dec.Runs, store.ScheduleRunInsert{
+			TaskID: e.newID(), FireTime: fireTime, Attempt: 1, Skip: rota.SkipMisfire,
+			Message: "skipped: plan occurrence missed while no engine ran (misfire_policy SKIP)",
+		})
+		state.MisfireDropped++
+		pd.it.misfires = 1
+		if occ, ok := firetime.LateAdvance(pd.p, firetime.Occurrence{At: state.PlanAt, Seq: state.PlanSeq}, now, pd.loc); ok {
+			state.PlanSeq, state.PlanAt, state.NextFire = occ.Seq, occ.At, firetime.LaterOf(occ.At, now)
 		} else {
-			fs := failStateOf(&state)
-			d := decideFailing(pol, st.Open, st.Last, []time.Time{fireTime}, e.newID, fs)
-			fs.store(&state)
-			it.verdicts = d.verdicts
-			dec.Runs = append(dec.Runs, runsOf(d.verdicts)...)
-			dec.Release, dec.Cancel = d.release, d.cancel
-			if d.last != "" {
-				state.LastRunID = d.last
-			}
-			state.HighWater = firetime.LaterOf(state.HighWater, fireTime)
-			if v := d.verdicts[0]; v.kind == verdictSkip {
-				advance(now) // a skipped occurrence is used up
-			} else {
-				state.PlanRunID, state.NextFire = v.taskID, time.Time{}
-				it.waiting = true
-			}
+			pd.end()
 		}
+		return
 	}
-	dec.State = state
-	return dec
+	fs := failStateOf(state)
+	d := decideFailing(pd.pol, pd.st.Open, pd.st.Last, []time.Time{fireTime}, e.newID, fs)
+	fs.store(state)
+	pd.it.verdicts = d.verdicts
+	pd.dec.Runs = append(pd.dec.Runs, runsOf(d.verdicts)...)
+	pd.dec.Release, pd.dec.Cancel = d.release, d.cancel
+	if d.last != "" {
+		state.LastRunID = d.last
+	}
+	state.HighWater = firetime.LaterOf(state.HighWater, fireTime)
+	if v := d.verdicts[0]; v.kind == verdictSkip {
+		pd.advance(now) // a skipped occurrence is used up
+	} else {
+		state.PlanRunID, state.NextFire = v.taskID, time.Time{}
+		pd.it.waiting = true
+	}
 }
 
 // entryHeap orders entries by next due instant.

@@ -252,105 +252,128 @@ func decideFailing(p policy, open []rota.ScheduleRun, last *rota.ScheduleRun, fi
 	var d decision
 	// Held runs are older than any new fire: release them first.
 	if p.concurrency == rota.ConcurrencyQueue {
-		active, _ := rs.counts()
-		for i := range rs.open {
-			r := &rs.open[i]
-			if active >= p.maxConcurrency {
-				break
-			}
-			if rs.live(r) && r.Held {
-				r.Held = false
-				d.release = append(d.release, r.TaskID)
-				active++
-			}
-		}
+		d.release = rs.releaseHeld(p.maxConcurrency)
 	}
 	for _, ft := range fires {
-		v := verdict{fireTime: ft, attempt: 1}
-		if fs != nil {
-			fs.count(p, rs.last, ft)
-			if reason := fs.gate(p, ft, rs.last != nil && rs.live(rs.last)); reason != "" {
-				v.kind, v.reason = verdictSkip, reason
-				d.verdicts = append(d.verdicts, v)
-				continue
-			}
-		}
-		overlap := rs.last != nil && rs.live(rs.last)
-		ignoreLimit := false
-		if overlap {
-			switch p.overlap {
-			case rota.OverlapSkip:
-				v.kind, v.reason = verdictSkip, rota.SkipOverlap
-				d.verdicts = append(d.verdicts, v)
-				continue
-			case rota.OverlapCancelPrev:
-				for i := range rs.open {
-					r := &rs.open[i]
-					if rs.live(r) {
-						rs.canceled[r.TaskID] = true
-						v.cancel = append(v.cancel, r.TaskID)
-						d.cancel = append(d.cancel, r.TaskID)
-					}
-				}
-			case rota.OverlapParallel:
-				ignoreLimit = true
-			}
-		}
-		if rs.last != nil && rs.last.Failed() {
-			switch p.failure {
-			case rota.FailureSkip:
-				v.kind, v.reason = verdictSkip, rota.SkipFailure
-				v.taskID = newID()
-				// A failure skip answers the failure: it becomes the
-				// previous run.
-				rs.last = &rota.ScheduleRun{TaskID: v.taskID, FireTime: ft, Status: rota.StatusSkipped, Reason: rota.SkipFailure}
-				d.last = v.taskID
-				d.verdicts = append(d.verdicts, v)
-				continue
-			case rota.FailureRetry:
-				v.attempt, v.retry = rs.last.Attempt+1, true
-			}
-		}
-		if !ignoreLimit {
-			active, held := rs.counts()
-			if active >= p.maxConcurrency {
-				switch {
-				case p.concurrency == rota.ConcurrencySkip:
-					v.kind, v.reason = verdictSkip, rota.SkipConcurrency
-					d.verdicts = append(d.verdicts, v)
-					continue
-				case held >= p.maxQueued:
-					v.kind, v.reason = verdictSkip, rota.SkipQueueFull
-					d.verdicts = append(d.verdicts, v)
-					continue
-				default:
-					v.kind = verdictHold
-				}
-			}
-		}
-		v.taskID = newID()
-		run := rota.ScheduleRun{TaskID: v.taskID, FireTime: ft, Attempt: v.attempt, Status: rota.StatusScheduled, Held: v.kind == verdictHold}
-		rs.open = append(rs.open, run)
-		rs.last = &rs.open[len(rs.open)-1]
-		d.last = v.taskID
-		d.verdicts = append(d.verdicts, v)
+		d.verdicts = append(d.verdicts, rs.fireOne(p, ft, newID, fs, &d))
 	}
 	for i := range d.verdicts {
 		if d.verdicts[i].kind == verdictSkip && d.verdicts[i].taskID == "" {
 			d.verdicts[i].taskID = newID()
 		}
 	}
+	d.openLeft, d.heldLeft = rs.left()
+	return d
+}
+
+// releaseHeld releases held runs, oldest first, while fewer than max runs
+// are active, and returns their task ids.
+func (rs *runSet) releaseHeld(max int) []string {
+	var out []string
+	active, _ := rs.counts()
+	for i := range rs.open {
+		r := &rs.open[i]
+		if active >= max {
+			break
+		}
+		if rs.live(r) && r.Held {
+			r.Held = false
+			out = append(out, r.TaskID)
+			active++
+		}
+	}
+	return out
+}
+
+// left counts the unfinished runs (stopped ones included) and the live
+// held ones.
+func (rs *runSet) left() (open, held int) {
 	for i := range rs.open {
 		r := &rs.open[i]
 		if !r.Unfinished() {
 			continue
 		}
-		d.openLeft++
+		open++
 		if rs.live(r) && r.Held {
-			d.heldLeft++
+			held++
 		}
 	}
-	return d
+	return open, held
+}
+
+// fireOne decides fire time ft: the failure gate (BACKOFF, HALF_OPEN), the
+// overlap action, the failure action, then the concurrency limit. A run
+// it makes becomes the previous run; d collects the cancels and the new
+// previous run.
+func (rs *runSet) fireOne(p policy, ft time.Time, newID func() string, fs *failState, d *decision) verdict {
+	v := verdict{fireTime: ft, attempt: 1}
+	if fs != nil {
+		fs.count(p, rs.last, ft)
+		if reason := fs.gate(p, ft, rs.last != nil && rs.live(rs.last)); reason != "" {
+			v.kind, v.reason = verdictSkip, reason
+			return v
+		}
+	}
+	ignoreLimit := false
+	if rs.last != nil && rs.live(rs.last) {
+		switch p.overlap {
+		case rota.OverlapSkip:
+			v.kind, v.reason = verdictSkip, rota.SkipOverlap
+			return v
+		case rota.OverlapCancelPrev:
+			v.cancel = rs.cancelLive()
+			d.cancel = append(d.cancel, v.cancel...)
+		case rota.OverlapParallel:
+			ignoreLimit = true
+		}
+	}
+	if rs.last != nil && rs.last.Failed() {
+		switch p.failure {
+		case rota.FailureSkip:
+			v.kind, v.reason = verdictSkip, rota.SkipFailure
+			v.taskID = newID()
+			// A failure skip answers the failure: it becomes the
+			// previous run.
+			rs.last = &rota.ScheduleRun{TaskID: v.taskID, FireTime: ft, Status: rota.StatusSkipped, Reason: rota.SkipFailure}
+			d.last = v.taskID
+			return v
+		case rota.FailureRetry:
+			v.attempt, v.retry = rs.last.Attempt+1, true
+		}
+	}
+	if !ignoreLimit {
+		if active, held := rs.counts(); active >= p.maxConcurrency {
+			switch {
+			case p.concurrency == rota.ConcurrencySkip:
+				v.kind, v.reason = verdictSkip, rota.SkipConcurrency
+				return v
+			case held >= p.maxQueued:
+				v.kind, v.reason = verdictSkip, rota.SkipQueueFull
+				return v
+			default:
+				v.kind = verdictHold
+			}
+		}
+	}
+	v.taskID = newID()
+	run := rota.ScheduleRun{TaskID: v.taskID, FireTime: ft, Attempt: v.attempt, Status: rota.StatusScheduled, Held: v.kind == verdictHold}
+	rs.open = append(rs.open, run)
+	rs.last = &rs.open[len(rs.open)-1]
+	d.last = v.taskID
+	return v
+}
+
+// cancelLive marks every live run canceled (CANCEL_PREV) and returns them.
+func (rs *runSet) cancelLive() []string {
+	var out []string
+	for i := range rs.open {
+		r := &rs.open[i]
+		if rs.live(r) {
+			rs.canceled[r.TaskID] = true
+			out = append(out, r.TaskID)
+		}
+	}
+	return out
 }
 
 // misfireSelection splits the due fire times of one schedule.
