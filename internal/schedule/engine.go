@@ -622,36 +622,7 @@ func (e *Engine) fire(ctx context.Context, due []*entry, now, at time.Time) erro
 			},
 		}
 	}
-	start := time.Now()
-	results := make([][]store.ScheduleFireResult, (len(params)+e.cfg.BatchSize-1)/e.cfg.BatchSize)
-	var errs []error
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for slot := range results {
-		lo := slot * e.cfg.BatchSize
-		hi := min(lo+e.cfg.BatchSize, len(params))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := e.cfg.Store.ScheduleFire(ctx, params[lo:hi])
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("schedule engine: fire: %w", err))
-				return
-			}
-			results[slot] = res
-		}()
-	}
-	wg.Wait()
-	if took := time.Since(start); len(items) >= 16 && len(errs) == 0 {
-		per := float64(took) / float64(len(items))
-		if e.perItem == 0 {
-			e.perItem = per
-		} else {
-			e.perItem = 0.7*e.perItem + 0.3*per
-		}
-	}
+	results, errs := e.fireBatches(ctx, params)
 	created := e.cfg.Clock.Now()
 	var posts []func()
 	i := 0
@@ -675,6 +646,43 @@ func (e *Engine) fire(ctx context.Context, due []*entry, now, at time.Time) erro
 	}
 	e.after(at, posts)
 	return errors.Join(errs...)
+}
+
+// fireBatches applies params in batches of BatchSize, the batches
+// concurrently (the store commits them together), and measures the
+// store's pace. A failed batch's slot in the results is nil.
+func (e *Engine) fireBatches(ctx context.Context, params []store.ScheduleFireParams) ([][]store.ScheduleFireResult, []error) {
+	start := time.Now()
+	results := make([][]store.ScheduleFireResult, (len(params)+e.cfg.BatchSize-1)/e.cfg.BatchSize)
+	var errs []error
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for slot := range results {
+		lo := slot * e.cfg.BatchSize
+		hi := min(lo+e.cfg.BatchSize, len(params))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := e.cfg.Store.ScheduleFire(ctx, params[lo:hi])
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("schedule engine: fire: %w", err))
+				return
+			}
+			results[slot] = res
+		}()
+	}
+	wg.Wait()
+	if took := time.Since(start); len(params) >= 16 && len(errs) == 0 {
+		per := float64(took) / float64(len(params))
+		if e.perItem == 0 {
+			e.perItem = per
+		} else {
+			e.perItem = 0.7*e.perItem + 0.3*per
+		}
+	}
+	return results, errs
 }
 
 // after runs the wake-ups and stops of fires decided for at: now when at

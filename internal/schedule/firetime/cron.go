@@ -710,21 +710,8 @@ func (c *Cron) nextFire(after time.Time, skip bool) (time.Time, bool) {
 	if loc == nil {
 		loc = time.UTC // the zero Cron
 	}
-	limitYear := time.Unix(cur, 0).UTC().Year() + SearchYears
-
-	// nextWall is monotone: if it found w searching from f, it finds w
-	// again from anywhere in [f, w]. Walking offset periods re-asks the same
-	// question, so remember the last answer.
-	var memoFrom, memoW int64
-	memoOK := false
-	next := func(from int64) (int64, bool) {
-		if memoOK && from >= memoFrom && from <= memoW {
-			return memoW, true
-		}
-		w, ok := c.nextWall(from, limitYear)
-		memoFrom, memoW, memoOK = from, w, ok
-		return w, ok
-	}
+	memo := &wallMemo{c: c, limitYear: time.Unix(cur, 0).UTC().Year() + SearchYears}
+	next := memo.next
 
 	// prevOff is the UTC offset just before cur once the walk has passed a
 	// period: cur is then where that period ended.
@@ -762,20 +749,11 @@ func (c *Cron) nextFire(after time.Time, skip bool) (time.Time, bool) {
 				repLo = max(repLo, rs+prevOff)
 			}
 		}
-		from := cur + o
-		var w int64
-		for {
-			var ok bool
-			if w, ok = next(from); !ok {
-				return time.Time{}, false
-			}
-			if w >= endWall {
-				break
-			}
-			if w >= repLo && w < repHi && !c.matchesWall(w+(prevOff-o)) {
-				from = w + 1 // second occurrence of a time the old clock would not fire
-				continue
-			}
+		w, from, found, ok := c.scanPeriod(next, cur+o, endWall, repLo, repHi, prevOff-o)
+		switch {
+		case !ok:
+			return time.Time{}, false
+		case found:
 			return time.Unix(w-o, 0).UTC(), true
 		}
 		// No wall reading in [from, w) matches, and a fire's matching reading
@@ -790,6 +768,48 @@ func (c *Cron) nextFire(after time.Time, skip bool) (time.Time, bool) {
 		cur, prevOff, prevKnown = segEnd, o, true
 	}
 	return time.Time{}, false
+}
+
+// wallMemo remembers the last answer of nextWall, which is monotone: if
+// it found w searching from f, it finds w again from anywhere in [f, w].
+// Walking offset periods re-asks the same question.
+type wallMemo struct {
+	c         *Cron
+	limitYear int
+	from, w   int64
+	ok, set   bool
+}
+
+// next is c.nextWall(from, limitYear), remembered.
+func (m *wallMemo) next(from int64) (int64, bool) {
+	if m.set && m.ok && from >= m.from && from <= m.w {
+		return m.w, true
+	}
+	m.w, m.ok = m.c.nextWall(from, m.limitYear)
+	m.from, m.set = from, true
+	return m.w, m.ok
+}
+
+// scanPeriod looks for the first matching wall reading in [from, endWall)
+// of one offset period, passing over the readings of [repLo, repHi) — the
+// second occurrences of a fall-back — that the old clock (reading + shift)
+// would not fire. found reports a match w; otherwise w is the first
+// matching reading at or after endWall and last the reading the search
+// last started from. ok is false when nothing matches at all.
+func (c *Cron) scanPeriod(next func(int64) (int64, bool), from, endWall, repLo, repHi, shift int64) (w, last int64, found, ok bool) {
+	for {
+		if w, ok = next(from); !ok {
+			return 0, from, false, false
+		}
+		if w >= endWall {
+			return w, from, false, true
+		}
+		if w >= repLo && w < repHi && !c.matchesWall(w+shift) {
+			from = w + 1 // second occurrence of a time the old clock would not fire
+			continue
+		}
+		return w, from, true, true
+	}
 }
 
 // periodEnd returns the end of the offset period that contains cur, given
