@@ -87,7 +87,27 @@ func checkEnum[T ~string](field string, v *T, valid func(T) bool, names string) 
 // a new schedule (required fields). A target is checked against a.guard,
 // and a target header value "***" keeps the value s had.
 func applySchedule(a *API, b *rotaapi.ScheduleRequest, s *rota.Schedule, create bool) error {
-	maxPayload := a.maxPayload
+	if err := applyIdentity(b, s, create, a.maxPayload); err != nil {
+		return err
+	}
+	if err := applyTimetable(b, s, create); err != nil {
+		return err
+	}
+	if err := applyPolicies(b, s); err != nil {
+		return err
+	}
+	if len(b.Target) > 0 {
+		t, err := checkTarget(b.Target, s.Target, a.guard)
+		if err != nil {
+			return err
+		}
+		s.Target = t
+	}
+	return applyFailure(b, s)
+}
+
+// applyIdentity applies name, kind, task and priority.
+func applyIdentity(b *rotaapi.ScheduleRequest, s *rota.Schedule, create bool, maxPayload int64) error {
 	if b.Name != nil {
 		if err := checkName("name", *b.Name, maxScheduleName); err != nil {
 			return err
@@ -118,6 +138,11 @@ func applySchedule(a *API, b *rotaapi.ScheduleRequest, s *rota.Schedule, create 
 		}
 		s.Priority = p
 	}
+	return nil
+}
+
+// applyTimetable applies cron_expr or plan, timezone and enabled.
+func applyTimetable(b *rotaapi.ScheduleRequest, s *rota.Schedule, create bool) error {
 	if b.CronExpr != nil && b.Plan != nil {
 		return rota.Invalid("cron_expr", "give cron_expr or plan, not both")
 	}
@@ -143,6 +168,12 @@ func applySchedule(a *API, b *rotaapi.ScheduleRequest, s *rota.Schedule, create 
 	if b.Enabled != nil {
 		s.Enabled = *b.Enabled
 	}
+	return nil
+}
+
+// applyPolicies applies max_concurrency, the policies, catchup_limit and
+// timeout_seconds.
+func applyPolicies(b *rotaapi.ScheduleRequest, s *rota.Schedule) error {
 	if b.MaxConcurrency != nil {
 		if err := checkRange("max_concurrency", *b.MaxConcurrency, 1, maxConcurrencyCap); err != nil {
 			return err
@@ -187,14 +218,7 @@ func applySchedule(a *API, b *rotaapi.ScheduleRequest, s *rota.Schedule, create 
 			s.TimeoutSeconds = defaultTimeoutSecs // seed 003: ≤ 0 means 10 s
 		}
 	}
-	if len(b.Target) > 0 {
-		t, err := checkTarget(b.Target, s.Target, a.guard)
-		if err != nil {
-			return err
-		}
-		s.Target = t
-	}
-	return applyFailure(b, s)
+	return nil
 }
 
 // applyFailure checks and applies the settings of the BACKOFF and
