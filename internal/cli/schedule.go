@@ -52,26 +52,17 @@ func scheduleFields() map[string]string {
 		"plan.plan_repet": "plan-repeat", "plan.plan_time": "plan-time", "plan.no_keep": "no-keep",
 		"enabled": "enabled", "max_concurrency": "max-concurrency", "concurrency_policy": "concurrency-policy",
 		"overlap_action": "overlap", "failure_action": "failure", "misfire_policy": "misfire",
-		"catchup_limit": "catchup-limit", "timeout_seconds": "timeout",
-		"target": "target-url", "target.url": "target-url", "target.method": "target-method", "target.headers": "target-header",
+		"catchup_limit": "catchup-limit", "timeout_seconds": "timeout", "backoff_seconds": "backoff",
+		"backoff_max_seconds": "backoff-max", "failure_threshold": "failure-threshold", "cooldown_seconds": "cooldown",
+		"jitter_seconds": "jitter",
+		"target":         "target-url", "target.url": "target-url", "target.method": "target-method", "target.headers": "target-header",
 	}
 }
 
 func newScheduleCreateCmd(env Env) *cobra.Command {
 	o := &apiOpts{env: env, fields: scheduleFields()}
-	var (
-		p                     rotaclient.ScheduleParams
-		priority              string
-		payload, payloadFile  string
-		planType, planTime    string
-		planValue, planRepeat int
-		noKeep, enabled       bool
-		concurrency, overlap  string
-		failure, misfire      string
-		targetURL, targetVerb string
-		targetHeaders         []string
-		file                  string
-	)
+	sf := &scheduleFlags{}
+	var file string
 	cmd := &cobra.Command{
 		Use:   "create --name NAME --kind KIND (--cron EXPR | --plan-type TYPE …) [flags] | --file SPEC",
 		Short: "Create a schedule",
@@ -103,18 +94,9 @@ run an HTTP request (the payload is the body) instead of handing it to workers.
 			if err := o.prepare(cmd); err != nil {
 				return err
 			}
-			fs := cmd.Flags()
 			if file != "" {
-				var others []string
-				fs.Visit(func(f *pflag.Flag) {
-					switch f.Name {
-					case "file", "server", "token", "output":
-					default:
-						others = append(others, "--"+f.Name)
-					}
-				})
-				if len(others) > 0 {
-					return usageError("give --file or the schedule flags (%s), not both", strings.Join(others, ", "))
+				if err := onlyFileFlag(cmd.Flags()); err != nil {
+					return err
 				}
 				body, err := readJSONArg(env.Stdin, "--file", file)
 				if err != nil {
@@ -123,60 +105,9 @@ run an HTTP request (the payload is the body) instead of handing it to workers.
 				o.fields = nil // the server's field paths are those of the file
 				return o.createSchedule(cmd.Context(), body)
 			}
-			if p.Name == "" {
-				return usageError("--name is required")
-			}
-			if p.Kind == "" {
-				return usageError("--kind is required")
-			}
-			switch {
-			case p.CronExpr != "" && planType != "":
-				return usageError("give --cron or --plan-type, not both")
-			case p.CronExpr == "" && planType == "":
-				return usageError("--cron or --plan-type is required")
-			case planType == "":
-				for _, name := range []string{"plan-value", "plan-repeat", "plan-time", "no-keep"} {
-					if fs.Changed(name) {
-						return usageError("--%s needs --plan-type", name)
-					}
-				}
-			}
-			if planType != "" {
-				p.Plan = &rota.PlanSpec{Type: strings.ToLower(planType), Value: planValue, Repeat: planRepeat, NoKeep: noKeep}
-				if planTime != "" {
-					t, err := parsePlanTime(planTime, p.Timezone)
-					if err != nil {
-						return usageError("--plan-time %q: %v", planTime, err)
-					}
-					p.Plan.Time = t
-				}
-			}
-			p.Priority = rota.Priority(strings.ToLower(priority))
-			raw, err := readPayload(env.Stdin, payload, payloadFile, fs.Changed("payload"))
+			p, err := sf.params(cmd.Flags(), env.Stdin)
 			if err != nil {
 				return err
-			}
-			p.Payload = raw
-			p.Paused = !enabled
-			p.ConcurrencyPolicy = rota.ConcurrencyPolicy(strings.ToUpper(concurrency))
-			p.OverlapAction = rota.OverlapAction(strings.ToUpper(overlap))
-			p.FailureAction = rota.FailureAction(strings.ToUpper(failure))
-			p.MisfirePolicy = rota.MisfirePolicy(strings.ToUpper(misfire))
-			if targetURL == "" && (targetVerb != "" || len(targetHeaders) > 0) {
-				return usageError("--target-method and --target-header need --target-url")
-			}
-			if targetURL != "" {
-				p.Target = &rota.Target{URL: targetURL, Method: strings.ToUpper(targetVerb)}
-				for _, h := range targetHeaders {
-					k, v, ok := strings.Cut(h, "=")
-					if k = strings.TrimSpace(k); !ok || k == "" {
-						return usageError("--target-header %q: want NAME=VALUE", h)
-					}
-					if p.Target.Headers == nil {
-						p.Target.Headers = map[string]string{}
-					}
-					p.Target.Headers[k] = v
-				}
 			}
 			c, err := o.client()
 			if err != nil {
@@ -194,34 +125,152 @@ run an HTTP request (the payload is the body) instead of handing it to workers.
 			return err
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&p.Name, "name", "", "unique name of the schedule (required); commands take it instead of the id")
-	f.StringVar(&p.Kind, "kind", "", "kind of the tasks it fires (required)")
-	f.StringVar(&priority, "priority", "mid", "priority of its tasks: high, mid or low")
-	f.StringVar(&payload, "payload", "", "the JSON payload of every run")
-	f.StringVar(&payloadFile, "payload-file", "", "read the JSON payload from this file (- for standard input)")
-	f.StringVar(&p.CronExpr, "cron", "", "cron expression, e.g. '0 9 * * 1-5', '*/10 * * * * *', @daily, '@every 90s'")
-	f.StringVar(&p.Timezone, "timezone", "", "IANA time zone of --cron and of week and month plans (default UTC)")
-	f.StringVar(&planType, "plan-type", "", "calendar plan instead of --cron: none, time, second, minute, hour, day, week or month")
-	f.IntVar(&planValue, "plan-value", 0, "the plan's interval, weekday (0-6, Sunday 0) or day of the month (0 the last)")
-	f.IntVar(&planRepeat, "plan-repeat", -1, "runs of the plan in all: -1 forever, N times")
-	f.StringVar(&planTime, "plan-time", "", "the plan's time: RFC 3339, unix seconds, or HH:MM[:SS] in --timezone (week, month)")
-	f.BoolVar(&noKeep, "no-keep", false, "plan: run late occurrences instead of skipping them, and count intervals from the end of each run")
-	f.BoolVar(&enabled, "enabled", true, "--enabled=false creates the schedule paused")
-	f.IntVar(&p.MaxConcurrency, "max-concurrency", 0, "unfinished runs allowed at once (server default 1)")
-	f.StringVar(&concurrency, "concurrency-policy", "", "when max-concurrency runs are unfinished: SKIP (default) or QUEUE")
-	f.StringVar(&overlap, "overlap", "", "when the previous run is unfinished: ALLOW (default), SKIP, CANCEL_PREV or PARALLEL")
-	f.StringVar(&failure, "failure", "", "when the previous run failed: RUN_NEW (default), SKIP or RETRY")
-	f.StringVar(&misfire, "misfire", "", "fire times missed while no server ran: SKIP (default), FIRE_NOW or CATCH_UP_LIMITED")
-	f.IntVar(&p.CatchupLimit, "catchup-limit", 0, "fire times caught up by --misfire CATCH_UP_LIMITED")
-	f.Var(secondsValue{&p.TimeoutSeconds}, "timeout", "time limit of each run (default: the kind's, none, as for any task)")
-	f.StringVar(&targetURL, "target-url", "", "Rota itself calls this http(s) URL for each run, with the payload as body")
-	f.StringVar(&targetVerb, "target-method", "", "method of the target request: POST (default), GET, PUT, PATCH or DELETE")
-	f.StringArrayVar(&targetHeaders, "target-header", nil, "header NAME=VALUE of the target request (repeatable)")
-	f.StringVar(&file, "file", "", "create from this JSON schedule body of the API instead of the flags (- for standard input)")
+	sf.register(cmd.Flags())
+	cmd.Flags().StringVar(&file, "file", "", "create from this JSON schedule body of the API instead of the flags (- for standard input)")
 	addAPIFlags(cmd, o, true)
 	annotateEnv(cmd)
 	return cmd
+}
+
+// onlyFileFlag refuses schedule flags given with --file.
+func onlyFileFlag(fs *pflag.FlagSet) error {
+	var others []string
+	fs.Visit(func(f *pflag.Flag) {
+		switch f.Name {
+		case "file", "server", "token", "output":
+		default:
+			others = append(others, "--"+f.Name)
+		}
+	})
+	if len(others) > 0 {
+		return usageError("give --file or the schedule flags (%s), not both", strings.Join(others, ", "))
+	}
+	return nil
+}
+
+// scheduleFlags are the flags of rota schedule create that make a
+// schedule.
+type scheduleFlags struct {
+	p                     rotaclient.ScheduleParams
+	priority              string
+	payload, payloadFile  string
+	planType, planTime    string
+	planValue, planRepeat int
+	noKeep, enabled       bool
+	concurrency, overlap  string
+	failure, misfire      string
+	targetURL, targetVerb string
+	targetHeaders         []string
+}
+
+// register defines the flags on f.
+func (sf *scheduleFlags) register(f *pflag.FlagSet) {
+	p := &sf.p
+	f.StringVar(&p.Name, "name", "", "unique name of the schedule (required); commands take it instead of the id")
+	f.StringVar(&p.Kind, "kind", "", "kind of the tasks it fires (required)")
+	f.StringVar(&sf.priority, "priority", "mid", "priority of its tasks: high, mid or low")
+	f.StringVar(&sf.payload, "payload", "", "the JSON payload of every run")
+	f.StringVar(&sf.payloadFile, "payload-file", "", "read the JSON payload from this file (- for standard input)")
+	f.StringVar(&p.CronExpr, "cron", "", "cron expression, e.g. '0 9 * * 1-5', '*/10 * * * * *', @daily, '@every 90s', 'H H(0-5) * * *'")
+	f.StringVar(&p.Timezone, "timezone", "", "IANA time zone of --cron and of week and month plans (default UTC)")
+	f.StringVar(&sf.planType, "plan-type", "", "calendar plan instead of --cron: none, time, second, minute, hour, day, week or month")
+	f.IntVar(&sf.planValue, "plan-value", 0, "the plan's interval, weekday (0-6, Sunday 0) or day of the month (0 the last)")
+	f.IntVar(&sf.planRepeat, "plan-repeat", -1, "runs of the plan in all: -1 forever, N times")
+	f.StringVar(&sf.planTime, "plan-time", "", "the plan's time: RFC 3339, unix seconds, or HH:MM[:SS] in --timezone (week, month)")
+	f.BoolVar(&sf.noKeep, "no-keep", false, "plan: run late occurrences instead of skipping them, and count intervals from the end of each run")
+	f.BoolVar(&sf.enabled, "enabled", true, "--enabled=false creates the schedule paused")
+	f.IntVar(&p.MaxConcurrency, "max-concurrency", 0, "unfinished runs allowed at once (server default 1)")
+	f.StringVar(&sf.concurrency, "concurrency-policy", "", "when max-concurrency runs are unfinished: SKIP (default) or QUEUE")
+	f.StringVar(&sf.overlap, "overlap", "", "when the previous run is unfinished: ALLOW (default), SKIP, CANCEL_PREV or PARALLEL")
+	f.StringVar(&sf.failure, "failure", "", "when the previous run failed: RUN_NEW (default), SKIP, RETRY, BACKOFF or HALF_OPEN")
+	f.Var(secondsValue{&p.BackoffSeconds}, "backoff", "--failure BACKOFF: first wait after a failure, doubling (server default 60s)")
+	f.Var(secondsValue{&p.BackoffMaxSeconds}, "backoff-max", "--failure BACKOFF: longest wait (server default 1h)")
+	f.IntVar(&p.FailureThreshold, "failure-threshold", 0, "--failure HALF_OPEN: failures in a row that open the circuit (server default 3)")
+	f.Var(secondsValue{&p.CooldownSeconds}, "cooldown", "--failure HALF_OPEN: how long the circuit stays open (server default 5m)")
+	f.Var(secondsValue{&p.JitterSeconds}, "jitter", "delay each run by a fixed pseudo-random offset below this")
+	f.StringVar(&sf.misfire, "misfire", "", "fire times missed while no server ran: SKIP (default), FIRE_NOW or CATCH_UP_LIMITED")
+	f.IntVar(&p.CatchupLimit, "catchup-limit", 0, "fire times caught up by --misfire CATCH_UP_LIMITED")
+	f.Var(secondsValue{&p.TimeoutSeconds}, "timeout", "time limit of each run (default: the kind's, none, as for any task)")
+	f.StringVar(&sf.targetURL, "target-url", "", "Rota itself calls this http(s) URL for each run, with the payload as body")
+	f.StringVar(&sf.targetVerb, "target-method", "", "method of the target request: POST (default), GET, PUT, PATCH or DELETE")
+	f.StringArrayVar(&sf.targetHeaders, "target-header", nil, "header NAME=VALUE of the target request (repeatable)")
+}
+
+// params checks the flags and returns the schedule they make.
+func (sf *scheduleFlags) params(fs *pflag.FlagSet, stdin io.Reader) (rotaclient.ScheduleParams, error) {
+	p := sf.p
+	if p.Name == "" {
+		return p, usageError("--name is required")
+	}
+	if p.Kind == "" {
+		return p, usageError("--kind is required")
+	}
+	plan, err := sf.plan(fs)
+	if err != nil {
+		return p, err
+	}
+	p.Plan = plan
+	p.Priority = rota.Priority(strings.ToLower(sf.priority))
+	raw, err := readPayload(stdin, sf.payload, sf.payloadFile, fs.Changed("payload"))
+	if err != nil {
+		return p, err
+	}
+	p.Payload = raw
+	p.Paused = !sf.enabled
+	p.ConcurrencyPolicy = rota.ConcurrencyPolicy(strings.ToUpper(sf.concurrency))
+	p.OverlapAction = rota.OverlapAction(strings.ToUpper(sf.overlap))
+	p.FailureAction = rota.FailureAction(strings.ToUpper(sf.failure))
+	p.MisfirePolicy = rota.MisfirePolicy(strings.ToUpper(sf.misfire))
+	p.Target, err = sf.target()
+	return p, err
+}
+
+// plan returns the calendar plan of the flags (nil with --cron).
+func (sf *scheduleFlags) plan(fs *pflag.FlagSet) (*rota.PlanSpec, error) {
+	switch {
+	case sf.p.CronExpr != "" && sf.planType != "":
+		return nil, usageError("give --cron or --plan-type, not both")
+	case sf.p.CronExpr == "" && sf.planType == "":
+		return nil, usageError("--cron or --plan-type is required")
+	case sf.planType == "":
+		for _, name := range []string{"plan-value", "plan-repeat", "plan-time", "no-keep"} {
+			if fs.Changed(name) {
+				return nil, usageError("--%s needs --plan-type", name)
+			}
+		}
+		return nil, nil
+	}
+	plan := &rota.PlanSpec{Type: strings.ToLower(sf.planType), Value: sf.planValue, Repeat: sf.planRepeat, NoKeep: sf.noKeep}
+	if sf.planTime != "" {
+		t, err := parsePlanTime(sf.planTime, sf.p.Timezone)
+		if err != nil {
+			return nil, usageError("--plan-time %q: %v", sf.planTime, err)
+		}
+		plan.Time = t
+	}
+	return plan, nil
+}
+
+// target returns the HTTP target of the flags (nil without --target-url).
+func (sf *scheduleFlags) target() (*rota.Target, error) {
+	if sf.targetURL == "" {
+		if sf.targetVerb != "" || len(sf.targetHeaders) > 0 {
+			return nil, usageError("--target-method and --target-header need --target-url")
+		}
+		return nil, nil
+	}
+	t := &rota.Target{URL: sf.targetURL, Method: strings.ToUpper(sf.targetVerb)}
+	for _, h := range sf.targetHeaders {
+		k, v, ok := strings.Cut(h, "=")
+		if k = strings.TrimSpace(k); !ok || k == "" {
+			return nil, usageError("--target-header %q: want NAME=VALUE", h)
+		}
+		if t.Headers == nil {
+			t.Headers = map[string]string{}
+		}
+		t.Headers[k] = v
+	}
+	return t, nil
 }
 
 // createSchedule posts a raw schedule body and prints the new id.
