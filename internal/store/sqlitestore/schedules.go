@@ -441,73 +441,25 @@ func insertRun(ctx context.Context, tx *wtx, sc *rota.Schedule, in *store.Schedu
 
 func fireOne(ctx context.Context, tx *wtx, p *store.ScheduleFireParams) (store.ScheduleFireResult, error) {
 	var res store.ScheduleFireResult
-	sc, err := getSchedule(ctx, tx, p.ID)
-	if err != nil {
-		if errors.Is(err, rota.ErrNotFound) {
-			res.Err = err
-			return res, nil
+	sc, st, err := fireState(ctx, tx, p)
+	if err != nil || st == nil {
+		if errors.Is(err, rota.ErrNotFound) || errors.Is(err, rota.ErrConflict) {
+			res.Err, err = err, nil
 		}
 		return res, err
 	}
-	if sc.Version != p.Version {
-		res.Err = conflict("schedule %s changed meanwhile (version %d, not %d)", sc.ID, sc.Version, p.Version)
-		return res, nil
-	}
-	st := store.ScheduleRunState{Schedule: *sc}
-	if st.Open, err = openRuns(ctx, tx, sc.ID); err != nil {
-		return res, err
-	}
-	if st.Last, err = runNamed(ctx, tx, st.Open, sc.LastRunID); err != nil {
-		return res, err
-	}
-	if st.PlanRun, err = runNamed(ctx, tx, st.Open, sc.PlanRunID); err != nil {
-		return res, err
-	}
-	dec, err := p.Decide(st)
+	dec, err := p.Decide(*st)
 	if err != nil {
 		res.Err = err
 		return res, nil
 	}
 	now := ms(p.Now)
-	if len(dec.Runs) > 0 {
-		if err := ensureKind(ctx, tx, sc.Kind); err != nil {
-			return res, err
-		}
-	}
 	state := dec.State
-	for i := range dec.Runs {
-		in := &dec.Runs[i]
-		r, ok, err := insertRun(ctx, tx, sc, in, now)
-		if err != nil {
-			return res, err
-		}
-		if ok {
-			res.Inserted = append(res.Inserted, *r)
-			continue
-		}
-		res.Duplicates = append(res.Duplicates, tm(ms(in.FireTime)))
-		// Point the state at the run that exists instead.
-		var existing string
-		if err := tx.QueryRowContext(ctx, `SELECT id FROM tasks WHERE schedule_id = ? AND fire_time = ? AND schedule_id <> '' AND triggered = 0`,
-			sc.ID, ms(in.FireTime)).Scan(&existing); err != nil {
-			return res, fmt.Errorf("sqlitestore: find duplicate run: %w", err)
-		}
-		if state.LastRunID == in.TaskID {
-			state.LastRunID = existing
-		}
-		if state.PlanRunID == in.TaskID {
-			state.PlanRunID = existing
-		}
+	if err := insertRuns(ctx, tx, sc, dec.Runs, now, &state, &res); err != nil {
+		return res, err
 	}
-	for _, id := range dec.Release {
-		r, err := tx.ExecContext(ctx, `UPDATE tasks SET held = 0, avail = 1, run_at = ?, message = '', updated_at = ?
-			WHERE id = ? AND schedule_id = ? AND held = 1 AND done = 0`, now, now, id, sc.ID)
-		if err != nil {
-			return res, fmt.Errorf("sqlitestore: release run %s: %w", id, err)
-		}
-		if n, _ := r.RowsAffected(); n == 1 {
-			res.Released = append(res.Released, id)
-		}
+	if res.Released, err = releaseRuns(ctx, tx, sc.ID, dec.Release, now); err != nil {
+		return res, err
 	}
 	enabled := sc.Enabled && !dec.Disable
 	args := append([]any{boolInt(enabled)}, stateArgs(&state)...)
@@ -521,6 +473,82 @@ func fireOne(ctx context.Context, tx *wtx, p *store.ScheduleFireParams) (store.S
 	res.Schedule = sc
 	res.Cancel = dec.Cancel
 	return res, nil
+}
+
+// fireState reads the schedule of a fire and its live run state: a nil
+// state with rota.ErrNotFound (deleted) or rota.ErrConflict (another
+// Version).
+func fireState(ctx context.Context, tx *wtx, p *store.ScheduleFireParams) (*rota.Schedule, *store.ScheduleRunState, error) {
+	sc, err := getSchedule(ctx, tx, p.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if sc.Version != p.Version {
+		return nil, nil, conflict("schedule %s changed meanwhile (version %d, not %d)", sc.ID, sc.Version, p.Version)
+	}
+	st := &store.ScheduleRunState{Schedule: *sc}
+	if st.Open, err = openRuns(ctx, tx, sc.ID); err != nil {
+		return nil, nil, err
+	}
+	if st.Last, err = runNamed(ctx, tx, st.Open, sc.LastRunID); err != nil {
+		return nil, nil, err
+	}
+	if st.PlanRun, err = runNamed(ctx, tx, st.Open, sc.PlanRunID); err != nil {
+		return nil, nil, err
+	}
+	return sc, st, nil
+}
+
+// insertRuns stores the runs of a decision; a fire time that already had
+// a run is reported in res.Duplicates and state points at that run.
+func insertRuns(ctx context.Context, tx *wtx, sc *rota.Schedule, runs []store.ScheduleRunInsert, now int64, state *rota.ScheduleState, res *store.ScheduleFireResult) error {
+	if len(runs) > 0 {
+		if err := ensureKind(ctx, tx, sc.Kind); err != nil {
+			return err
+		}
+	}
+	for i := range runs {
+		in := &runs[i]
+		r, ok, err := insertRun(ctx, tx, sc, in, now)
+		if err != nil {
+			return err
+		}
+		if ok {
+			res.Inserted = append(res.Inserted, *r)
+			continue
+		}
+		res.Duplicates = append(res.Duplicates, tm(ms(in.FireTime)))
+		// Point the state at the run that exists instead.
+		var existing string
+		if err := tx.QueryRowContext(ctx, `SELECT id FROM tasks WHERE schedule_id = ? AND fire_time = ? AND schedule_id <> '' AND triggered = 0`,
+			sc.ID, ms(in.FireTime)).Scan(&existing); err != nil {
+			return fmt.Errorf("sqlitestore: find duplicate run: %w", err)
+		}
+		if state.LastRunID == in.TaskID {
+			state.LastRunID = existing
+		}
+		if state.PlanRunID == in.TaskID {
+			state.PlanRunID = existing
+		}
+	}
+	return nil
+}
+
+// releaseRuns makes the held runs ids of schedule id claimable from now
+// and returns those released.
+func releaseRuns(ctx context.Context, tx *wtx, id string, ids []string, now int64) ([]string, error) {
+	var out []string
+	for _, rid := range ids {
+		r, err := tx.ExecContext(ctx, `UPDATE tasks SET held = 0, avail = 1, run_at = ?, message = '', updated_at = ?
+			WHERE id = ? AND schedule_id = ? AND held = 1 AND done = 0`, now, now, rid, id)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: release run %s: %w", rid, err)
+		}
+		if n, _ := r.RowsAffected(); n == 1 {
+			out = append(out, rid)
+		}
+	}
+	return out, nil
 }
 
 // ScheduleTrigger implements store.ScheduleStore.
