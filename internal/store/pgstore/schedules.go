@@ -505,9 +505,58 @@ func (f *fireBatch) segment(ctx context.Context, t *txn, idx []int) error {
 	for j, i := range idx {
 		ids[j] = f.ps[i].ID
 	}
-	scheds := make(map[string]*rota.Schedule, len(idx))
-	open := make(map[string][]rota.ScheduleRun, len(idx))
-	named := map[string]rota.ScheduleRun{}
+	ls, err := lockSegment(ctx, t, ids)
+	if err != nil {
+		return err
+	}
+	var w fireRows
+	w.owner = map[string]runOwner{}
+	kinds := map[string]bool{}
+	for _, i := range idx {
+		p := &f.ps[i]
+		sc := ls.scheds[p.ID]
+		if sc == nil {
+			f.out[i].Err = notFound("schedule", p.ID)
+			continue
+		}
+		if sc.Version != p.Version {
+			f.out[i].Err = conflict("schedule %s changed meanwhile (version %d, not %d)", sc.ID, sc.Version, p.Version)
+			continue
+		}
+		st := store.ScheduleRunState{Schedule: *sc, Open: ls.open[sc.ID]}
+		st.Last = runNamed(st.Open, ls.named, sc.LastRunID)
+		st.PlanRun = runNamed(st.Open, ls.named, sc.PlanRunID)
+		dec, err := p.Decide(st)
+		if err != nil {
+			f.out[i].Err = err
+			continue
+		}
+		f.out[i].Cancel = dec.Cancel
+		if len(dec.Runs) > 0 && !kinds[sc.Kind] {
+			kinds[sc.Kind] = true
+			w.kinds = append(w.kinds, sc.Kind)
+		}
+		f.items[i].sc = w.addItem(i, sc, &dec, ms(p.Now), &f.items[i])
+	}
+	f.queueWrites(t, &w)
+	return nil
+}
+
+// lockedSegment is what a segment read under its locks: the schedules, the
+// unfinished runs of each, and their previous and plan runs, by task id.
+type lockedSegment struct {
+	scheds map[string]*rota.Schedule
+	open   map[string][]rota.ScheduleRun
+	named  map[string]rota.ScheduleRun
+}
+
+// lockSegment locks the schedules ids and reads their live run state.
+func lockSegment(ctx context.Context, t *txn, ids []string) (*lockedSegment, error) {
+	ls := &lockedSegment{
+		scheds: make(map[string]*rota.Schedule, len(ids)),
+		open:   make(map[string][]rota.ScheduleRun, len(ids)),
+		named:  map[string]rota.ScheduleRun{},
+	}
 	// In id order (ORDER BY comes before the locking), as every batch
 	// does, so that concurrent batches cannot deadlock.
 	t.queue(`SELECT `+scheduleCols+` FROM schedules WHERE id = ANY ($1) AND NOT deleted
@@ -517,7 +566,7 @@ func (f *fireBatch) segment(ctx context.Context, t *txn, idx []int) error {
 			if err != nil {
 				return err
 			}
-			scheds[sc.ID] = sc
+			ls.scheds[sc.ID] = sc
 		}
 		return rows.Err()
 	})
@@ -525,7 +574,7 @@ func (f *fireBatch) segment(ctx context.Context, t *txn, idx []int) error {
 		ORDER BY schedule_id, fire_time, id`, ids).Query(func(rows pgx.Rows) error {
 		runs, err := collectScheduleRuns(rows)
 		for _, r := range runs {
-			open[r.ScheduleID] = append(open[r.ScheduleID], r)
+			ls.open[r.ScheduleID] = append(ls.open[r.ScheduleID], r)
 		}
 		return err
 	})
@@ -534,113 +583,92 @@ func (f *fireBatch) segment(ctx context.Context, t *txn, idx []int) error {
 		ids).Query(func(rows pgx.Rows) error {
 		runs, err := collectScheduleRuns(rows)
 		for _, r := range runs {
-			named[r.TaskID] = r
+			ls.named[r.TaskID] = r
 		}
 		return err
 	})
 	if err := t.flush(ctx); err != nil {
-		return fmt.Errorf("lock schedules: %w", err)
+		return nil, fmt.Errorf("lock schedules: %w", err)
 	}
+	return ls, nil
+}
 
-	var w fireRows
-	w.owner = map[string]runOwner{}
-	kinds := map[string]bool{}
-	for _, i := range idx {
-		p := &f.ps[i]
-		sc := scheds[p.ID]
-		if sc == nil {
-			f.out[i].Err = notFound("schedule", p.ID)
-			continue
-		}
-		if sc.Version != p.Version {
-			f.out[i].Err = conflict("schedule %s changed meanwhile (version %d, not %d)", sc.ID, sc.Version, p.Version)
-			continue
-		}
-		st := store.ScheduleRunState{Schedule: *sc, Open: open[sc.ID]}
-		st.Last = runNamed(st.Open, named, sc.LastRunID)
-		st.PlanRun = runNamed(st.Open, named, sc.PlanRunID)
-		dec, err := p.Decide(st)
-		if err != nil {
-			f.out[i].Err = err
-			continue
-		}
-		f.out[i].Cancel = dec.Cancel
-		it := &f.items[i]
-		now := ms(p.Now)
-		if len(dec.Runs) > 0 && !kinds[sc.Kind] {
-			kinds[sc.Kind] = true
-			w.kinds = append(w.kinds, sc.Kind)
-		}
-		state := dec.State
-		var lastFire, planFire int64
-		var lastFix, planFix bool
-		for k := range dec.Runs {
-			in := &dec.Runs[k]
-			r := newRun(sc.ID, in, now)
-			it.runs = append(it.runs, r)
-			runAt := now
-			if !in.RunAt.IsZero() {
-				runAt = ms(in.RunAt)
+// addItem adds the writes of item i's decision dec on schedule sc (runs,
+// releases, the new state) to w, records its runs in it and returns the
+// schedule as it will be.
+func (w *fireRows) addItem(i int, sc *rota.Schedule, dec *store.ScheduleDecision, now int64, it *fireItem) *rota.Schedule {
+	state := dec.State
+	var lastFire, planFire int64
+	var lastFix, planFix bool
+	for k := range dec.Runs {
+		in := &dec.Runs[k]
+		r := newRun(sc.ID, in, now)
+		it.runs = append(it.runs, r)
+		w.addRun(i, sc, in, &r, now)
+		if !in.Triggered {
+			// The state's statement points these at the run that exists
+			// for the fire time: this one, or a duplicate's.
+			if state.LastRunID == in.TaskID {
+				lastFix, lastFire = true, ms(in.FireTime)
 			}
-			w.runID = append(w.runID, in.TaskID)
-			w.runSched = append(w.runSched, sc.ID)
-			w.runSkip = append(w.runSkip, string(in.Skip))
-			w.runMsg = append(w.runMsg, in.Message)
-			w.runFire = append(w.runFire, ms(in.FireTime))
-			w.runAt = append(w.runAt, runAt)
-			w.runEnd = append(w.runEnd, ms(r.EndTime))
-			w.runNow = append(w.runNow, now)
-			w.runAttempt = append(w.runAttempt, int32(in.Attempt))
-			w.runTriggered = append(w.runTriggered, in.Triggered)
-			w.runHeld = append(w.runHeld, r.Held)
-			w.owner[in.TaskID] = runOwner{item: i, ready: r.Status == rota.StatusScheduled && !r.Held,
-				kind: sc.Kind, runAt: runAt, now: now}
-			if !in.Triggered {
-				// The state's statement points these at the run that
-				// exists for the fire time: this one, or a duplicate's.
-				if state.LastRunID == in.TaskID {
-					lastFix, lastFire = true, ms(in.FireTime)
-				}
-				if state.PlanRunID == in.TaskID {
-					planFix, planFire = true, ms(in.FireTime)
-				}
+			if state.PlanRunID == in.TaskID {
+				planFix, planFire = true, ms(in.FireTime)
 			}
 		}
-		it.release = dec.Release
-		for _, id := range dec.Release {
-			w.relID = append(w.relID, id)
-			w.relSched = append(w.relSched, sc.ID)
-			w.relKind = append(w.relKind, sc.Kind)
-			w.relNow = append(w.relNow, now)
-			w.relItem = append(w.relItem, int32(i))
-		}
-		enabled := sc.Enabled && !dec.Disable
-		w.updItem = append(w.updItem, int32(i))
-		w.updID = append(w.updID, sc.ID)
-		w.updEnabled = append(w.updEnabled, enabled)
-		w.updHW = append(w.updHW, ms(state.HighWater))
-		w.updNext = append(w.updNext, ms(state.NextFire))
-		w.updLast = append(w.updLast, state.LastRunID)
-		w.updLastFix = append(w.updLastFix, lastFix)
-		w.updLastFire = append(w.updLastFire, lastFire)
-		w.updPlanSeq = append(w.updPlanSeq, state.PlanSeq)
-		w.updPlanAt = append(w.updPlanAt, ms(state.PlanAt))
-		w.updPlan = append(w.updPlan, state.PlanRunID)
-		w.updPlanFix = append(w.updPlanFix, planFix)
-		w.updPlanFire = append(w.updPlanFire, planFire)
-		w.updPlanRetry = append(w.updPlanRetry, state.PlanRetry)
-		w.updRepet = append(w.updRepet, state.RealRepet)
-		w.updEnded = append(w.updEnded, state.Ended)
-		w.updEndAt = append(w.updEndAt, ms(state.EndedAt))
-		w.updDropped = append(w.updDropped, state.MisfireDropped)
-		w.updExt = append(w.updExt, store.ScheduleExtStateValue(&state))
-		w.updErr = append(w.updErr, state.ErrorMessage)
-		next := *sc
-		next.Enabled, next.ScheduleState, next.Version = enabled, state, sc.Version+1
-		it.sc = &next
 	}
-	f.queueWrites(t, &w)
-	return nil
+	it.release = dec.Release
+	for _, id := range dec.Release {
+		w.relID = append(w.relID, id)
+		w.relSched = append(w.relSched, sc.ID)
+		w.relKind = append(w.relKind, sc.Kind)
+		w.relNow = append(w.relNow, now)
+		w.relItem = append(w.relItem, int32(i))
+	}
+	enabled := sc.Enabled && !dec.Disable
+	w.updItem = append(w.updItem, int32(i))
+	w.updID = append(w.updID, sc.ID)
+	w.updEnabled = append(w.updEnabled, enabled)
+	w.updHW = append(w.updHW, ms(state.HighWater))
+	w.updNext = append(w.updNext, ms(state.NextFire))
+	w.updLast = append(w.updLast, state.LastRunID)
+	w.updLastFix = append(w.updLastFix, lastFix)
+	w.updLastFire = append(w.updLastFire, lastFire)
+	w.updPlanSeq = append(w.updPlanSeq, state.PlanSeq)
+	w.updPlanAt = append(w.updPlanAt, ms(state.PlanAt))
+	w.updPlan = append(w.updPlan, state.PlanRunID)
+	w.updPlanFix = append(w.updPlanFix, planFix)
+	w.updPlanFire = append(w.updPlanFire, planFire)
+	w.updPlanRetry = append(w.updPlanRetry, state.PlanRetry)
+	w.updRepet = append(w.updRepet, state.RealRepet)
+	w.updEnded = append(w.updEnded, state.Ended)
+	w.updEndAt = append(w.updEndAt, ms(state.EndedAt))
+	w.updDropped = append(w.updDropped, state.MisfireDropped)
+	w.updExt = append(w.updExt, store.ScheduleExtStateValue(&state))
+	w.updErr = append(w.updErr, state.ErrorMessage)
+	next := *sc
+	next.Enabled, next.ScheduleState, next.Version = enabled, state, sc.Version+1
+	return &next
+}
+
+// addRun adds the insert of run r (of item i) to w.
+func (w *fireRows) addRun(i int, sc *rota.Schedule, in *store.ScheduleRunInsert, r *rota.ScheduleRun, now int64) {
+	runAt := now
+	if !in.RunAt.IsZero() {
+		runAt = ms(in.RunAt)
+	}
+	w.runID = append(w.runID, in.TaskID)
+	w.runSched = append(w.runSched, sc.ID)
+	w.runSkip = append(w.runSkip, string(in.Skip))
+	w.runMsg = append(w.runMsg, in.Message)
+	w.runFire = append(w.runFire, ms(in.FireTime))
+	w.runAt = append(w.runAt, runAt)
+	w.runEnd = append(w.runEnd, ms(r.EndTime))
+	w.runNow = append(w.runNow, now)
+	w.runAttempt = append(w.runAttempt, int32(in.Attempt))
+	w.runTriggered = append(w.runTriggered, in.Triggered)
+	w.runHeld = append(w.runHeld, r.Held)
+	w.owner[in.TaskID] = runOwner{item: i, ready: r.Status == rota.StatusScheduled && !r.Held,
+		kind: sc.Kind, runAt: runAt, now: now}
 }
 
 // runNamed returns the run id among open, else among named; nil if none.
