@@ -95,3 +95,58 @@ func ScheduleStateFilter(state string) string {
 	}
 	return ""
 }
+
+// ScheduleColumns are the schedule columns both backends select, in the
+// order of ScheduleRow.Dest.
+const ScheduleColumns = `id, name, kind, level, payload, cron_expr, timezone, plan, enabled, max_concurrency,
+	concurrency_policy, overlap_action, failure_action, misfire_policy, catchup_limit, timeout_s, target,
+	version, created_at, updated_at, high_water, next_fire, last_run_id, plan_seq, plan_at, plan_run_id,
+	plan_retry, real_repet, ended, ended_at, misfire_dropped, options, ext_state, error_message`
+
+// ScheduleRow receives a row of ScheduleColumns (instants in unix ms,
+// JSON columns as bytes, NULL as nil) and decodes it into a
+// rota.Schedule, the same way for every backend.
+type ScheduleRow struct {
+	s                                         rota.Schedule
+	level                                     int
+	payload, plan, target                     []byte
+	options, extState, errMsg                 string
+	created, updated, hw, next, planAt, endAt int64
+}
+
+// Dest returns the scan destinations of ScheduleColumns.
+func (r *ScheduleRow) Dest() []any {
+	s := &r.s
+	return []any{&s.ID, &s.Name, &s.Kind, &r.level, &r.payload, &s.CronExpr, &s.Timezone, &r.plan, &s.Enabled,
+		&s.MaxConcurrency, &s.ConcurrencyPolicy, &s.OverlapAction, &s.FailureAction, &s.MisfirePolicy,
+		&s.CatchupLimit, &s.TimeoutSeconds, &r.target, &s.Version, &r.created, &r.updated, &r.hw, &r.next, &s.LastRunID,
+		&s.PlanSeq, &r.planAt, &s.PlanRunID, &s.PlanRetry, &s.RealRepet, &s.Ended, &r.endAt, &s.MisfireDropped,
+		&r.options, &r.extState, &r.errMsg}
+}
+
+// Schedule decodes the scanned row.
+func (r *ScheduleRow) Schedule() (*rota.Schedule, error) {
+	s := r.s
+	if err := ScheduleDecodeExt(&s, r.options, r.extState, r.errMsg); err != nil {
+		return nil, err
+	}
+	s.Priority = rota.PriorityOfLevel(r.level)
+	if r.payload != nil {
+		s.Payload = json.RawMessage(r.payload)
+	}
+	if r.plan != nil {
+		s.Plan = new(rota.PlanSpec)
+		if err := json.Unmarshal(r.plan, s.Plan); err != nil {
+			return nil, fmt.Errorf("schedule %s: decode plan: %w", s.ID, err)
+		}
+	}
+	if r.target != nil {
+		s.Target = new(rota.Target)
+		if err := json.Unmarshal(r.target, s.Target); err != nil {
+			return nil, fmt.Errorf("schedule %s: decode target: %w", s.ID, err)
+		}
+	}
+	s.CreatedAt, s.UpdatedAt, s.HighWater, s.NextFire = FromMillis(r.created), FromMillis(r.updated), FromMillis(r.hw), FromMillis(r.next)
+	s.PlanAt, s.EndedAt = FromMillis(r.planAt), FromMillis(r.endAt)
+	return &s, nil
+}

@@ -36,51 +36,16 @@ import (
 
 var _ store.ScheduleStore = (*Store)(nil)
 
-const scheduleCols = `id, name, kind, level, payload, cron_expr, timezone, plan, enabled, max_concurrency,
-	concurrency_policy, overlap_action, failure_action, misfire_policy, catchup_limit, timeout_s, target,
-	version, created_at, updated_at, high_water, next_fire, last_run_id, plan_seq, plan_at, plan_run_id,
-	plan_retry, real_repet, ended, ended_at, misfire_dropped, options, ext_state, error_message`
+const scheduleCols = store.ScheduleColumns
 
 // scanSchedule reads the scheduleCols of a row, plus extra destinations
 // after them.
 func scanSchedule(row pgx.Row, extra ...any) (*rota.Schedule, error) {
-	var (
-		s                                         rota.Schedule
-		level                                     int
-		payload, plan, target                     []byte
-		options, extState, errMsg                 string
-		created, updated, hw, next, planAt, endAt int64
-	)
-	dest := []any{&s.ID, &s.Name, &s.Kind, &level, &payload, &s.CronExpr, &s.Timezone, &plan, &s.Enabled,
-		&s.MaxConcurrency, &s.ConcurrencyPolicy, &s.OverlapAction, &s.FailureAction, &s.MisfirePolicy,
-		&s.CatchupLimit, &s.TimeoutSeconds, &target, &s.Version, &created, &updated, &hw, &next, &s.LastRunID,
-		&s.PlanSeq, &planAt, &s.PlanRunID, &s.PlanRetry, &s.RealRepet, &s.Ended, &endAt, &s.MisfireDropped,
-		&options, &extState, &errMsg}
-	if err := row.Scan(append(dest, extra...)...); err != nil {
+	var r store.ScheduleRow
+	if err := row.Scan(append(r.Dest(), extra...)...); err != nil {
 		return nil, err
 	}
-	if err := store.ScheduleDecodeExt(&s, options, extState, errMsg); err != nil {
-		return nil, err
-	}
-	s.Priority = rota.PriorityOfLevel(level)
-	if payload != nil {
-		s.Payload = json.RawMessage(payload)
-	}
-	if plan != nil {
-		s.Plan = new(rota.PlanSpec)
-		if err := json.Unmarshal(plan, s.Plan); err != nil {
-			return nil, fmt.Errorf("schedule %s: decode plan: %w", s.ID, err)
-		}
-	}
-	if target != nil {
-		s.Target = new(rota.Target)
-		if err := json.Unmarshal(target, s.Target); err != nil {
-			return nil, fmt.Errorf("schedule %s: decode target: %w", s.ID, err)
-		}
-	}
-	s.CreatedAt, s.UpdatedAt, s.HighWater, s.NextFire = tm(created), tm(updated), tm(hw), tm(next)
-	s.PlanAt, s.EndedAt = tm(planAt), tm(endAt)
-	return &s, nil
+	return r.Schedule()
 }
 
 // jsonOf is v encoded, or NULL when absent.

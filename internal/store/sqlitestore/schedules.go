@@ -15,48 +15,14 @@ import (
 
 var _ store.ScheduleStore = (*Store)(nil)
 
-const scheduleCols = `id, name, kind, level, payload, cron_expr, timezone, plan, enabled, max_concurrency,
-	concurrency_policy, overlap_action, failure_action, misfire_policy, catchup_limit, timeout_s, target,
-	version, created_at, updated_at, high_water, next_fire, last_run_id, plan_seq, plan_at, plan_run_id,
-	plan_retry, real_repet, ended, ended_at, misfire_dropped, options, ext_state, error_message`
+const scheduleCols = store.ScheduleColumns
 
 func scanSchedule(sc scanner) (*rota.Schedule, error) {
-	var (
-		s                                         rota.Schedule
-		level, enabled, planRetry, ended          int
-		payload, options, extState, errMsg        string
-		plan, target                              sql.NullString
-		created, updated, hw, next, planAt, endAt int64
-	)
-	err := sc.Scan(&s.ID, &s.Name, &s.Kind, &level, &payload, &s.CronExpr, &s.Timezone, &plan, &enabled,
-		&s.MaxConcurrency, &s.ConcurrencyPolicy, &s.OverlapAction, &s.FailureAction, &s.MisfirePolicy,
-		&s.CatchupLimit, &s.TimeoutSeconds, &target, &s.Version, &created, &updated, &hw, &next, &s.LastRunID,
-		&s.PlanSeq, &planAt, &s.PlanRunID, &planRetry, &s.RealRepet, &ended, &endAt, &s.MisfireDropped,
-		&options, &extState, &errMsg)
-	if err != nil {
+	var r store.ScheduleRow
+	if err := sc.Scan(r.Dest()...); err != nil {
 		return nil, err
 	}
-	if err := store.ScheduleDecodeExt(&s, options, extState, errMsg); err != nil {
-		return nil, err
-	}
-	s.Priority = rota.PriorityOfLevel(level)
-	s.Payload = json.RawMessage(payload)
-	if plan.Valid {
-		s.Plan = new(rota.PlanSpec)
-		if err := json.Unmarshal([]byte(plan.String), s.Plan); err != nil {
-			return nil, fmt.Errorf("schedule %s: decode plan: %w", s.ID, err)
-		}
-	}
-	if target.Valid {
-		s.Target = new(rota.Target)
-		if err := json.Unmarshal([]byte(target.String), s.Target); err != nil {
-			return nil, fmt.Errorf("schedule %s: decode target: %w", s.ID, err)
-		}
-	}
-	s.Enabled, s.PlanRetry, s.Ended = enabled == 1, planRetry == 1, ended == 1
-	s.CreatedAt, s.UpdatedAt, s.HighWater, s.NextFire = tm(created), tm(updated), tm(hw), tm(next)
-	s.PlanAt, s.EndedAt = tm(planAt), tm(endAt)
-	return &s, nil
+	return r.Schedule()
 }
 
 func jsonOrNull(v any, present bool) (any, error) {
