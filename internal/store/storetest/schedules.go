@@ -60,6 +60,34 @@ func (f *schedFixture) fire(id string, v int64, now time.Time, decide func(store
 	return res[0]
 }
 
+// pagedRunIDs lists the task ids of schedule id's runs page by page.
+func (f *schedFixture) pagedRunIDs(id string, limit int) []string {
+	f.TB.Helper()
+	var paged []string
+	p := store.ScheduleRunsParams{ScheduleID: id, Limit: limit}
+	for range 100 {
+		res, err := f.ss.ScheduleRuns(f.Ctx(), p)
+		must(f.TB, "ScheduleRuns", err)
+		for _, r := range res.Runs {
+			paged = append(paged, r.TaskID)
+		}
+		if res.NextCursor == "" {
+			break
+		}
+		p.Cursor = res.NextCursor
+	}
+	return paged
+}
+
+// runIDs returns the task ids of runs.
+func runIDs(runs []rota.ScheduleRun) []string {
+	out := make([]string, 0, len(runs))
+	for _, r := range runs {
+		out = append(out, r.TaskID)
+	}
+	return out
+}
+
 func (f *schedFixture) allRuns(id string) []rota.ScheduleRun {
 	f.TB.Helper()
 	var out []rota.ScheduleRun
@@ -86,6 +114,13 @@ func schedDiff(tb testing.TB, what string, want, got *rota.Schedule) {
 }
 
 func testScheduleCRUD(t *testing.T, ns newStoreFunc) {
+	testScheduleInsertUpdate(t, ns)
+	testScheduleDelete(t, ns)
+	testScheduleList(t, ns)
+}
+
+// testScheduleInsertUpdate covers insert, get, not found, a duplicate name and the compare-and-set of updates.
+func testScheduleInsertUpdate(t *testing.T, ns newStoreFunc) {
 	parallelSched(t, ns, "InsertGet", func(t *testing.T, f *schedFixture) {
 		s := f.newSchedule("nightly", f.At(0))
 		s.Plan = nil
@@ -145,7 +180,10 @@ func testScheduleCRUD(t *testing.T, ns newStoreFunc) {
 		_, err = f.ss.ScheduleUpdate(f.Ctx(), store.ScheduleUpdateParams{Schedule: edit, Now: f.At(sec(32))})
 		wantErr(t, "ScheduleUpdate(unknown)", err, rota.ErrNotFound)
 	})
+}
 
+// testScheduleDelete covers deletes: the name freed, held and unstarted target runs canceled.
+func testScheduleDelete(t *testing.T, ns newStoreFunc) {
 	parallelSched(t, ns, "DeleteFreesNameAndCancelsHeld", func(t *testing.T, f *schedFixture) {
 		s := f.insertSchedule(f.newSchedule("a", f.At(0)), f.At(0))
 		held := f.NewTaskID(f.At(0))
@@ -194,7 +232,10 @@ func testScheduleCRUD(t *testing.T, ns newStoreFunc) {
 		wantStatus(t, f.Get(started), rota.StatusRunning)   // its call is under way: it ends as it ends
 		wantStatus(t, f.Get(hand.ID), rota.StatusScheduled) // not the schedule's
 	})
+}
 
+// testScheduleList covers the list and its pages.
+func testScheduleList(t *testing.T, ns newStoreFunc) {
 	parallelSched(t, ns, "List", func(t *testing.T, f *schedFixture) {
 		var want []string
 		for i := range 5 {
@@ -277,6 +318,13 @@ func testScheduleLoad(t *testing.T, ns newStoreFunc) {
 }
 
 func testScheduleFire(t *testing.T, ns newStoreFunc) {
+	testScheduleFireInserts(t, ns)
+	testScheduleFireOnce(t, ns)
+	testScheduleFireRaces(t, ns)
+}
+
+// testScheduleFireInserts covers the runs a fire inserts: ready, held and skipped.
+func testScheduleFireInserts(t *testing.T, ns newStoreFunc) {
 	parallelSched(t, ns, "InsertsReadyHeldSkipped", func(t *testing.T, f *schedFixture) {
 		s := f.insertSchedule(f.newSchedule("a", f.At(0)), f.At(0))
 		ready, held, skipped := f.NewTaskID(f.At(0)), f.NewTaskID(f.At(0)), f.NewTaskID(f.At(0))
@@ -344,7 +392,10 @@ func testScheduleFire(t *testing.T, ns newStoreFunc) {
 			t.Fatalf("claimed %s, want the released run %s", c.TaskID, held)
 		}
 	})
+}
 
+// testScheduleFireOnce covers the compare-and-set of fires, Decide errors and one run per fire time.
+func testScheduleFireOnce(t *testing.T, ns newStoreFunc) {
 	parallelSched(t, ns, "CompareAndSetAndDecideError", func(t *testing.T, f *schedFixture) {
 		s := f.insertSchedule(f.newSchedule("a", f.At(0)), f.At(0))
 		called := false
@@ -395,7 +446,10 @@ func testScheduleFire(t *testing.T, ns newStoreFunc) {
 			t.Fatalf("%d runs for one fire time, want 1", n)
 		}
 	})
+}
 
+// testScheduleFireRaces covers concurrent fires (one winner) and target runs.
+func testScheduleFireRaces(t *testing.T, ns newStoreFunc) {
 	parallelSched(t, ns, "ConcurrentFiresOneWinner", func(t *testing.T, f *schedFixture) {
 		s := f.insertSchedule(f.newSchedule("a", f.At(0)), f.At(0))
 		var wg sync.WaitGroup
@@ -497,24 +551,7 @@ func testScheduleRuns(t *testing.T, ns newStoreFunc) {
 				t.Fatalf("runs not newest first: %v after %v", all[i].FireTime, all[i-1].FireTime)
 			}
 		}
-		var paged []string
-		p := store.ScheduleRunsParams{ScheduleID: s.ID, Limit: 2}
-		for range 10 {
-			res, err := f.ss.ScheduleRuns(f.Ctx(), p)
-			must(t, "ScheduleRuns", err)
-			for _, r := range res.Runs {
-				paged = append(paged, r.TaskID)
-			}
-			if res.NextCursor == "" {
-				break
-			}
-			p.Cursor = res.NextCursor
-		}
-		var want []string
-		for _, r := range all {
-			want = append(want, r.TaskID)
-		}
-		diff(t, "paged run ids", want, paged)
+		diff(t, "paged run ids", runIDs(all), f.pagedRunIDs(s.ID, 2))
 		sk, err := f.ss.ScheduleRuns(f.Ctx(), store.ScheduleRunsParams{ScheduleID: s.ID, Status: rota.StatusSkipped})
 		must(t, "ScheduleRuns(SKIPPED)", err)
 		if len(sk.Runs) != 2 || sk.Runs[0].Reason != rota.SkipConcurrency {
