@@ -49,6 +49,12 @@ func testScheduleExt(t *testing.T, ns newStoreFunc) {
 			t.Fatalf("after fire: %+v", after)
 		}
 	})
+	testScheduleExtList(t, ns)
+}
+
+// testScheduleExtList covers the list by state and the fire context of a
+// claim.
+func testScheduleExtList(t *testing.T, ns newStoreFunc) {
 	parallelSched(t, ns, "ListState", func(t *testing.T, f *schedFixture) {
 		active := f.insertSchedule(f.newSchedule("active", f.At(0)), f.At(0))
 		paused := f.newSchedule("paused", f.At(0))
