@@ -29,6 +29,11 @@ type EventJSON struct {
 	// RunAt is the task's ready time (unix ms) on run-start events, else
 	// absent.
 	RunAt int64 `json:"run_at,omitempty"`
+	// ScheduleID and FireTime (unix seconds) name the schedule and nominal
+	// fire time of a task fired by a schedule (task, schedule.fired and
+	// schedule.skipped events); absent otherwise.
+	ScheduleID string `json:"schedule_id,omitempty"`
+	FireTime   int64  `json:"fire_time,omitempty"`
 }
 
 // ToJSON returns the wire form of ev.
@@ -39,6 +44,9 @@ func ToJSON(ev rota.Event) EventJSON {
 	}
 	if ev.Type == rota.EventRun && ev.Status == rota.StatusRunning {
 		out.RunAt = unixMilli(ev.RunAt)
+	}
+	if ev.ScheduleID != "" {
+		out.ScheduleID, out.FireTime = ev.ScheduleID, ev.FireTime.Unix()
 	}
 	return out
 }

@@ -23,8 +23,12 @@ func TestMigrateKeyHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	// Back to the schema before the migration, with the tasks it allowed.
+	// Back to the schema before the migration, with the tasks it allowed
+	// (and without the later migration, 0008_schedule_ext).
 	err = sqlitestore.ExecForTest(ctx, path, `
+		ALTER TABLE schedules DROP COLUMN options;
+		ALTER TABLE schedules DROP COLUMN ext_state;
+		ALTER TABLE schedules DROP COLUMN error_message;
 		DROP INDEX tasks_held_key;
 		ALTER TABLE tasks DROP COLUMN key_held;
 		CREATE UNIQUE INDEX tasks_open_key ON tasks (kind, key) WHERE key IS NOT NULL AND done = 0;
@@ -38,7 +42,7 @@ func TestMigrateKeyHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-1); err != nil {
+	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-2); err != nil {
 		t.Fatal(err)
 	}
 	st, err = sqlitestore.New(ctx, sqlitestore.Config{Path: path})
