@@ -11,10 +11,10 @@ import (
 )
 
 // A Schedule fires tasks of its kind on a timetable: a cron expression
-// (CronExpr, evaluated in Timezone) or a calendar plan (Plan, seed 004).
+// (CronExpr, evaluated in Timezone) or a calendar plan (Plan).
 // Every fire becomes a run: a task of Kind with ScheduleID, FireTime and a
 // schedule attempt, executed by the workers of that kind, or by Rota's HTTP
-// executor when the schedule has a Target. Policies (seed 003) decide what a
+// executor when the schedule has a Target. Policies decide what a
 // fire does when the previous run still runs (OverlapAction), failed
 // (FailureAction), when too many runs are unfinished (ConcurrencyPolicy with
 // MaxConcurrency) and what happens to fire times missed while no engine ran
@@ -43,7 +43,7 @@ type Schedule struct {
 	CatchupLimit      int // fire times kept by CATCH_UP_LIMITED
 	// TimeoutSeconds is the per-run time limit: 0 means the kind's
 	// default, as for any task (none); the API turns an explicit ≤ 0
-	// into 10 (seed 003).
+	// into 10.
 	TimeoutSeconds int
 	Target         *Target
 
@@ -85,7 +85,7 @@ type ScheduleState struct {
 	// except SKIPPED ones whose reason is not SkipFailure.
 	LastRunID string
 
-	// Plan state (seed 004): the pending occurrence's position in the
+	// Plan state: the pending occurrence's position in the
 	// plan's series and its time, the run of it that is awaited (a plan
 	// computes its next occurrence when the previous run ends), whether the
 	// pending occurrence is a retry of a failed one, and the successful
@@ -153,7 +153,7 @@ func (s *Schedule) State() string {
 	return StateActive
 }
 
-// PlanSpec is a calendar plan (seed 004 §1.3, §3.3): Type is plan_type
+// PlanSpec is a calendar plan: Type is plan_type
 // (none, time, second, minute, hour, day, week, month), Value plan_value,
 // Repeat plan_repet (−1 forever, N > 0 times, 0 once), Time plan_time in
 // unix seconds (0 unset) and NoKeep no_keep. See internal/schedule.Plan for

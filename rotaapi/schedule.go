@@ -75,7 +75,7 @@ type ScheduleRequest struct {
 	// CATCH_UP_LIMITED.
 	CatchupLimit *int `json:"catchup_limit,omitempty"`
 	// TimeoutSeconds limits each run; absent, the kind's default (none), as
-	// for any task; ≤ 0 means 10 (seed 003).
+	// for any task; ≤ 0 means 10.
 	TimeoutSeconds *int `json:"timeout_seconds,omitempty"`
 	// BackoffSeconds is BACKOFF's first wait after a failure; default 60.
 	BackoffSeconds *int `json:"backoff_seconds,omitempty"`

@@ -172,7 +172,7 @@ func TestScheduleCreateListGet(t *testing.T) {
 	if p, err := b.client.ListSchedules(b.ctx, rotaclient.ScheduleListParams{}); err != nil || len(p.Schedules) != 4 {
 		t.Errorf("schedules after the failures: %+v, %v", p, err)
 	}
-	// A past time plan is accepted (seed 004) and stored ended, never run.
+	// A past time plan is accepted and stored ended, never run.
 	b.run(t, "schedule", "create", "--name", "past", "--kind", "k", "--plan-type", "time", "--plan-time", "2001-01-01T00:00:00Z")
 	if s, err := b.client.GetSchedule(b.ctx, "past"); err != nil || !s.Ended || s.RealRepet != 0 || s.EndReason == "" {
 		t.Errorf("past time plan: %+v, %v", s, err)

@@ -28,7 +28,7 @@ const (
 	maxTargetURL       = 2048
 	maxPreview         = 1000 // n of /next and /preview
 	defaultPreview     = 10
-	defaultTimeoutSecs = 10 // timeout_seconds ≤ 0 (seed 003)
+	defaultTimeoutSecs = 10 // timeout_seconds ≤ 0
 )
 
 // mountSchedules registers the schedule routes.
@@ -215,7 +215,7 @@ func applyPolicies(b *rotaapi.ScheduleRequest, s *rota.Schedule) error {
 		}
 		s.TimeoutSeconds = *b.TimeoutSeconds
 		if s.TimeoutSeconds <= 0 {
-			s.TimeoutSeconds = defaultTimeoutSecs // seed 003: ≤ 0 means 10 s
+			s.TimeoutSeconds = defaultTimeoutSecs // ≤ 0 means 10 s
 		}
 	}
 	return nil

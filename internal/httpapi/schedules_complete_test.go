@@ -12,7 +12,7 @@ import (
 	"github.com/rotahq/rota/internal/store"
 )
 
-// Seed 004: a past time plan without no_keep is accepted (201) and ends at
+// A past time plan without no_keep is accepted (201) and ends at
 // once, never having run: real_repet 0, state ended, the reason in the
 // schedule and in the create response's message.
 func TestSchedulePastTimePlanEnds(t *testing.T) {
@@ -31,7 +31,7 @@ func TestSchedulePastTimePlanEnds(t *testing.T) {
 }
 
 // An omitted timeout_seconds takes the kind's default (none, as for any
-// task); an explicit one ≤ 0 means 10 s (seed 003). The schedule shows the
+// task); an explicit one ≤ 0 means 10 s. The schedule shows the
 // effective timeout.
 func TestScheduleEffectiveTimeout(t *testing.T) {
 	t.Parallel()

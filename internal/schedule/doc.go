@@ -1,4 +1,4 @@
-// Package schedule runs Rota's schedules (seeds 003 and 004). A reader
+// Package schedule runs Rota's schedules. A reader
 // finds each part in its own place:
 //
 //   - The fire-time math — the cron dialect, calendar plans, daylight

@@ -964,7 +964,7 @@ func (pd *planDecision) advance(from time.Time) {
 
 // awaited handles the run the plan waits for: false while it is
 // unfinished (a held run may be released meanwhile); else the plan is put
-// back (an error with failure_action RETRY, seed 004 §3.4) or advanced.
+// back (an error with failure_action RETRY) or advanced.
 func (pd *planDecision) awaited() bool {
 	r, state := pd.st.PlanRun, &pd.state
 	if r != nil && r.Unfinished() {
@@ -980,7 +980,7 @@ func (pd *planDecision) awaited() bool {
 	state.PlanRunID = ""
 	switch {
 	case r != nil && r.Failed() && pd.st.Schedule.FailureAction == rota.FailureRetry:
-		// Seed 004 §3.4: an error puts the plan back without advancing
+		// An error puts the plan back without advancing
 		// its time; it runs again after a backoff.
 		state.PlanRetry = true
 		state.NextFire = from.Add(pd.e.cfg.RetryBackoff(r.Attempt))

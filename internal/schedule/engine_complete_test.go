@@ -10,7 +10,7 @@ import (
 	"github.com/rotahq/rota/internal/schedule/firetime"
 )
 
-// The no_keep rule of seed 004: each occurrence counts from the end of the
+// The no_keep rule: each occurrence counts from the end of the
 // previous execution; a first one already past runs at once. The preview
 // must not list a catch-up one interval apart.
 func TestPlanNoKeepPastPreview(t *testing.T) {

@@ -148,7 +148,7 @@ func TestPlanIntervalNoKeepPastStart(t *testing.T) {
 
 func TestPlanFailure(t *testing.T) {
 	t.Parallel()
-	t.Run("RETRY puts the plan back (seed 004)", func(t *testing.T) {
+	t.Run("RETRY puts the plan back", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
 		s := e.add(func(s *rota.Schedule) {

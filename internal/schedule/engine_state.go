@@ -12,8 +12,8 @@ import (
 
 // PastPlanReason is the EndReason of a plan that ends on arrival: its
 // plan_time (or its whole interval series) is already past and no_keep is
-// not set, so seed 004 drops it without running.
-const PastPlanReason = "ended without running: plan_time (or the whole series) was already past and no_keep is not set (seed 004)"
+// not set, so it is dropped without running.
+const PastPlanReason = "ended without running: plan_time (or the whole series) was already past and no_keep is not set"
 
 // Arm computes the state of s, a schedule being created (prev nil) or
 // replacing prev (an edit, a pause, a resume) at now:
@@ -70,7 +70,7 @@ func Arm(s *rota.Schedule, prev *rota.Schedule, now time.Time) error {
 		occ, ok := p.First(now, c.Loc)
 		s.PlanRunID, s.PlanRetry, s.RealRepet, s.EndReason = "", false, 0, ""
 		if !ok {
-			// Seed 004: a past time plan without no_keep (an interval
+			// A past time plan without no_keep (an interval
 			// series entirely past) ends without running.
 			s.PlanSeq, s.PlanAt, s.NextFire = 0, time.Time{}, time.Time{}
 			s.Ended, s.EndedAt, s.Enabled = true, now, false

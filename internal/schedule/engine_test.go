@@ -411,7 +411,7 @@ func TestTimeoutCountsAsFailure(t *testing.T) {
 	e.wantRuns(s.ID, "+20s:TIMEOUT#1", "+40s:SCHEDULED#2")
 }
 
-// TestSeedWorkedExample is the configuration that closes seed 003:
+// TestSeedWorkedExample is the worked example of the cron engine design:
 // */5 * * * * *, max_concurrency 1, concurrency SKIP, overlap CANCEL_PREV,
 // failure RETRY, misfire CATCH_UP_LIMITED 3, timeout 8.
 func TestSeedWorkedExample(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"github.com/rotahq/rota"
 )
 
-// This file holds the pure decision logic of the run policies of seed 003:
+// This file holds the pure decision logic of the run policies:
 // what each fire time does given the schedule's unfinished runs and its
 // previous run. The engine calls it inside the store's fire transaction with
 // the live run state, so decisions never race with runs ending.
@@ -19,7 +19,7 @@ import (
 //     them, and a failure skip answers it once).
 //   - Overlap: the previous run is unfinished — SCHEDULED (waiting for a
 //     worker, or held by QUEUE) or RUNNING — and no stop was asked of it.
-//     seed 003 checks RUNNING only; in a queue a fired run may wait for a
+//     the original rule checks RUNNING only; in a queue a fired run may wait for a
 //     worker, and it is still the round in progress.
 //   - Live runs: unfinished runs without a stop request. Active runs: live
 //     runs that are not held. max_concurrency bounds the active runs.

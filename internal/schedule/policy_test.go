@@ -134,7 +134,7 @@ func stopped(r rota.ScheduleRun) rota.ScheduleRun { r.StopRequested = true; retu
 
 func TestSelectMisfires(t *testing.T) {
 	t.Parallel()
-	// Seed 003 §8: last scan 10:00:00, scan at 10:00:05, every second.
+	// Misfire example: last scan 10:00:00, scan at 10:00:05, every second.
 	latest := []time.Time{secAt(1), secAt(2), secAt(3), secAt(4), secAt(5)}
 	now := secAt(5).Add(300 * time.Millisecond)
 	tests := []struct {

@@ -8,7 +8,7 @@ import (
 // PlanType is a plan's plan_type.
 type PlanType string
 
-// The plan types of requirement seed 004 §1.2.
+// The plan types.
 const (
 	// PlanNone runs once, immediately.
 	PlanNone PlanType = "none"
@@ -31,13 +31,13 @@ const (
 // Limits of plan fields.
 const (
 	// MaxPlanInterval is the largest plan_value of second, minute, hour and
-	// day plans (seed 004: "less than 32767").
+	// day plans ("less than 32767").
 	MaxPlanInterval = 32766
 	// maxPlanTime is 9999-12-31T23:59:59Z.
 	maxPlanTime = 253402300799
 )
 
-// Plan is a calendar plan (requirement seed 004 §3.3), as carried by the
+// Plan is a calendar plan, as carried by the
 // API's plan object. The zero Plan is invalid (it has no plan_type).
 //
 // Validity (Validate) and meaning, type by type:
@@ -45,12 +45,12 @@ const (
 //   - none: runs once, at the moment the plan is received. plan_value,
 //     plan_repet, plan_time and no_keep are ignored.
 //   - time: runs once at plan_time, which is required (> 0). plan_repet is
-//     ignored (seed: "plan_repet 无效, 只执行一次"). If plan_time is already
+//     ignored (plan_repet has no effect: it runs once). If plan_time is already
 //     past when the plan is received, it still runs (immediately) when
 //     no_keep is set, and is dropped without running otherwise.
 //   - second, minute, hour, day: an interval of plan_value units, 1 ≤
-//     plan_value ≤ MaxPlanInterval (the seed says 0 ≤ v < 32767; a zero
-//     interval would fire continuously and the seed's own reference code
+//     plan_value ≤ MaxPlanInterval (the plan rules say 0 ≤ v < 32767; a zero
+//     interval would fire continuously and the original reference code
 //     refuses it, so Rota does too). A day is exactly 24 hours: these types
 //     are delays, not wall-clock times — use a cron expression or a week
 //     plan for "every day at 09:00". The series starts at plan_time, or at
@@ -78,7 +78,7 @@ const (
 // plan_repet is the total number of executions: −1 forever, N > 0 at most
 // N, 0 once (only meaningful for none and time, which run once anyway);
 // values below −1 are invalid. plan_time must be 0 or a Unix time before
-// year 10000. no_keep means nothing for week and month (the seed defines it
+// year 10000. no_keep means nothing for week and month (the plan rules define it
 // only for time and the interval types).
 //
 // A wall time of a week or month plan that falls in a daylight-saving gap
@@ -87,8 +87,8 @@ const (
 // The caller keeps the returned Occurrence (At and Seq) as the plan's state
 // and counts successful executions as real_repet. For week, month and
 // no_keep interval plans Seq equals real_repet once the occurrence has
-// succeeded (a failed execution is retried at the same occurrence, seed 004
-// §3.4); for interval plans without no_keep, Seq also counts skipped
+// succeeded (a failed execution is retried at the same occurrence); for
+// interval plans without no_keep, Seq also counts skipped
 // occurrences. After reporting false means the plan is finished.
 type Plan struct {
 	// Type is plan_type; required.

@@ -106,12 +106,12 @@ func TestPlanFirst(t *testing.T) {
 		// none: immediately.
 		{"none", Plan{Type: PlanNone}, "UTC", time.Time{}, nowText, 1},
 		{"none truncates to the second", Plan{Type: PlanNone}, "UTC", now.Add(700 * time.Millisecond), nowText, 1},
-		// time (seed 3.3.1): a past instant runs only with no_keep.
+		// time: a past instant runs only with no_keep.
 		{"time future", Plan{Type: PlanTime, Time: sec + 3600}, "UTC", time.Time{}, "2025-06-10T13:00:00Z", 1},
 		{"time now is not past", Plan{Type: PlanTime, Time: sec}, "UTC", time.Time{}, nowText, 1},
 		{"time past skipped", Plan{Type: PlanTime, Time: sec - 1}, "UTC", time.Time{}, "", 0},
 		{"time past with no_keep runs", Plan{Type: PlanTime, Time: sec - 3600, NoKeep: true}, "UTC", time.Time{}, "2025-06-10T11:00:00Z", 1},
-		// intervals (seed 3.3.2).
+		// intervals.
 		{"second from receipt", Plan{Type: PlanSecond, Value: 30, Repeat: -1}, "UTC", time.Time{}, "2025-06-10T12:00:30Z", 1},
 		{"hour from future plan_time", Plan{Type: PlanHour, Value: 1, Repeat: 1, Time: sec + 86400}, "UTC", time.Time{}, "2025-06-11T13:00:00Z", 1},
 		{"minute skips past occurrences", Plan{Type: PlanMinute, Value: 5, Repeat: -1, Time: sec - 12*60}, "UTC", time.Time{}, "2025-06-10T12:03:00Z", 3},
@@ -123,7 +123,7 @@ func TestPlanFirst(t *testing.T) {
 		{"day skips one", Plan{Type: PlanDay, Value: 1, Repeat: -1, Time: sec - 36*3600}, "UTC", time.Time{}, "2025-06-11T00:00:00Z", 2},
 		{"day is 24h across DST", Plan{Type: PlanDay, Value: 1, Repeat: -1, Time: utc(t, "2025-03-08T14:00:00Z").Unix()}, "America/New_York",
 			utc(t, "2025-03-08T15:00:00Z"), "2025-03-09T14:00:00Z", 1}, // 09:00 EST, then 10:00 EDT
-		// week (seed 3.3.3): plan_time gives the time of day in the zone.
+		// week: plan_time gives the time of day in the zone.
 		{"week later today", Plan{Type: PlanWeek, Value: 2, Repeat: -1, Time: utc(t, "2001-01-01T15:00:00Z").Unix()}, "UTC", time.Time{}, "2025-06-10T15:00:00Z", 1},
 		{"week earlier today is next week", Plan{Type: PlanWeek, Value: 2, Repeat: -1, Time: utc(t, "2001-01-01T09:00:00Z").Unix()}, "UTC", time.Time{}, "2025-06-17T09:00:00Z", 1},
 		{"week this very second", Plan{Type: PlanWeek, Value: 2, Repeat: -1, Time: utc(t, "2001-01-01T12:00:00Z").Unix()}, "UTC", time.Time{}, nowText, 1},
@@ -134,7 +134,7 @@ func TestPlanFirst(t *testing.T) {
 		{"week plan_time 0 is local midnight", Plan{Type: PlanWeek, Value: 3, Repeat: 1}, "Asia/Shanghai", time.Time{}, "2025-06-10T16:00:00Z", 1},
 		{"week day skipped by the zone", Plan{Type: PlanWeek, Value: 5, Repeat: 1, Time: utc(t, "2011-12-01T22:00:00Z").Unix()}, // 12:00 in Apia
 			"Pacific/Apia", utc(t, "2011-12-30T10:00:00Z"), "2011-12-30T10:00:00Z", 1}, // Friday 2011-12-30 never happened there
-		// month (seed 3.3.4).
+		// month.
 		{"month later this month", Plan{Type: PlanMonth, Value: 20, Repeat: 1, Time: utc(t, "2001-01-01T06:00:00Z").Unix()}, "UTC", time.Time{}, "2025-06-20T06:00:00Z", 1},
 		{"month today but earlier", Plan{Type: PlanMonth, Value: 10, Repeat: 1, Time: utc(t, "2001-01-01T06:00:00Z").Unix()}, "UTC", time.Time{}, "2025-07-10T06:00:00Z", 1},
 		{"month 31 clamps to 30", Plan{Type: PlanMonth, Value: 31, Repeat: 1}, "UTC", time.Time{}, "2025-06-30T00:00:00Z", 1},
@@ -221,7 +221,7 @@ func TestPlanAfter(t *testing.T) {
 	}
 }
 
-// TestPlanSeedNoKeep walks the no_keep cases of seed 004 §3.3 through a
+// TestPlanSeedNoKeep walks the documented no_keep cases through a
 // simulated engine: executions take `run` long, the plan is recomputed when
 // each one ends, and real_repet counts executions.
 func TestPlanSeedNoKeep(t *testing.T) {

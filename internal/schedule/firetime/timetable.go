@@ -70,7 +70,7 @@ func Validate(s *rota.Schedule) error {
 }
 
 // NeverSkips reports whether a plan runs its occurrences however late
-// (no_keep for time and interval plans, seed 004 §3.3).
+// (no_keep for time and interval plans).
 func NeverSkips(p *Plan) bool {
 	return p.NoKeep && (p.Type == PlanTime || p.IsInterval())
 }

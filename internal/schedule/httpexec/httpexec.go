@@ -29,7 +29,7 @@ import (
 // Defaults of Config.
 const (
 	// DefaultHTTPTimeout is the time limit of a target request whose
-	// schedule has timeout_seconds ≤ 0 (seed 003: "≤ 0 means 10 s").
+	// schedule has timeout_seconds ≤ 0.
 	DefaultHTTPTimeout = 10 * time.Second
 	// DefaultHTTPMaxInFlight caps the requests in flight at once.
 	DefaultHTTPMaxInFlight = 64
@@ -82,7 +82,7 @@ type Config struct {
 // aborts the request in flight within half a second.
 const DefaultHTTPStopPoll = 500 * time.Millisecond
 
-// Executor runs the runs of schedules that have a Target (seed 003's
+// Executor runs the runs of schedules that have a Target (the HTTP
 // executor) inside the server: it is a worker whose id is
 // rota.HTTPWorkerID, to which those runs are pinned. It claims through the
 // dispatcher, heartbeats while the request is in flight and reports through
@@ -395,7 +395,7 @@ func (x *Executor) Execute(ctx context.Context, c rota.ClaimedRun) rota.Status {
 	return x.report(ctx, c, false, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, quoted), nil)
 }
 
-// refuse puts schedule s in the error state (seed 004's plan error): its
+// refuse puts schedule s in the error state (the plan error state): its
 // target is refused by the server's address guard, so it cannot go on; it
 // fires nothing until fixed and resumed. The change goes through the
 // store (compare-and-set, retried when the engine moved the Version), so
