@@ -411,10 +411,10 @@ func TestTimeoutCountsAsFailure(t *testing.T) {
 	e.wantRuns(s.ID, "+20s:TIMEOUT#1", "+40s:SCHEDULED#2")
 }
 
-// TestSeedWorkedExample is the worked example of the cron engine design:
+// TestCronDesignWorkedExample is the worked example of the cron engine design:
 // */5 * * * * *, max_concurrency 1, concurrency SKIP, overlap CANCEL_PREV,
 // failure RETRY, misfire CATCH_UP_LIMITED 3, timeout 8.
-func TestSeedWorkedExample(t *testing.T) {
+func TestCronDesignWorkedExample(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	s := e.add(func(s *rota.Schedule) {

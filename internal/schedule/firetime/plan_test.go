@@ -221,10 +221,10 @@ func TestPlanAfter(t *testing.T) {
 	}
 }
 
-// TestPlanSeedNoKeep walks the documented no_keep cases through a
+// TestPlanNoKeepCases walks the documented no_keep cases through a
 // simulated engine: executions take `run` long, the plan is recomputed when
 // each one ends, and real_repet counts executions.
-func TestPlanSeedNoKeep(t *testing.T) {
+func TestPlanNoKeepCases(t *testing.T) {
 	t.Parallel()
 	start := utc(t, nowText)
 	tests := []struct {
