@@ -1,6 +1,10 @@
 package rota
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+	"unicode/utf8"
+)
 
 // EventType names what an event is about.
 type EventType string
@@ -24,10 +28,17 @@ const (
 	EventScheduleSkipped EventType = "schedule.skipped"
 )
 
+// MaxEventResult is the largest run result an event carries: a longer one
+// is cut to its first MaxEventResult bytes and the event says so
+// (ResultTruncated).
+const MaxEventResult = 4 << 10
+
 // Event is one state change, as the event stream (GET /api/events) and the
-// Go SDK's Subscribe deliver it. IDs increase by one per event on a node, so
-// a client that reconnects with the last ID it saw gets exactly what it
-// missed, as long as that is still in the node's buffer.
+// Go SDK's Subscribe deliver it. IDs are the cluster's: every node's stream
+// carries every node's events in one order, with the same IDs, and they
+// increase by one per event, so a client that reconnects (to any node) with
+// the last ID it saw gets exactly what it missed, as long as it is still
+// kept (the server's event retention).
 type Event struct {
 	ID       uint64
 	Time     time.Time
@@ -46,4 +57,28 @@ type Event struct {
 	// task fired by a schedule (empty and zero otherwise).
 	ScheduleID string
 	FireTime   time.Time
+	// Result is the run's result on the event of a run that ended with
+	// one (JSON). When the result is longer than MaxEventResult it holds
+	// its first MaxEventResult bytes as a JSON string and ResultTruncated
+	// is true.
+	Result          json.RawMessage
+	ResultTruncated bool
+}
+
+// SetResult sets e.Result to result, cut to MaxEventResult bytes (as a JSON
+// string of its first bytes, with ResultTruncated) when it is longer.
+func (e *Event) SetResult(result json.RawMessage) {
+	if len(result) <= MaxEventResult {
+		e.Result, e.ResultTruncated = result, false
+		return
+	}
+	cut := result[:MaxEventResult]
+	for range utf8.UTFMax - 1 { // do not split a character
+		if r, size := utf8.DecodeLastRune(cut); r != utf8.RuneError || size != 1 {
+			break
+		}
+		cut = cut[:len(cut)-1]
+	}
+	b, _ := json.Marshal(string(cut)) // a string always marshals
+	e.Result, e.ResultTruncated = b, true
 }

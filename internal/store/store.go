@@ -29,6 +29,8 @@ type Store interface {
 	ScheduleStore
 	// Tokens and the audit log: see AccessStore.
 	AccessStore
+	// The cluster's event log: see EventStore.
+	EventStore
 
 	// TaskInsert stores a new task in SCHEDULED with RunAt = params.RunAt.
 	// When params.Key is set and a task of the same kind holds that key —
@@ -457,10 +459,12 @@ type NodeHeartbeatParams struct {
 }
 
 // Notification tells other nodes that tasks of Kind are claimable from
-// RunAt on (zero RunAt: now).
+// RunAt on (zero RunAt: now), or, with Events set (and no Kind), that
+// events were appended to the event log.
 type Notification struct {
-	Kind  string
-	RunAt time.Time
+	Kind   string
+	RunAt  time.Time
+	Events bool
 }
 
 // ExpiredError is the error of RunHeartbeat and RunComplete when they found

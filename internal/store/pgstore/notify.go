@@ -105,6 +105,7 @@ func (s *Store) listen(ctx context.Context, fn func(store.Notification), resync 
 		for _, k := range kinds {
 			fn(store.Notification{Kind: k.Name})
 		}
+		fn(store.Notification{Events: true})
 	}
 	for {
 		wctx, cancel := context.WithTimeout(ctx, listenPing)
@@ -290,6 +291,9 @@ func decodePayload(p string) (n store.Notification, node string, ok bool) {
 	parts := strings.SplitN(p, "|", 3)
 	if len(parts) != 3 || parts[0] == "" {
 		return store.Notification{}, "", false
+	}
+	if parts[0] == eventsNote {
+		return store.Notification{Events: true}, parts[2], true
 	}
 	at, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil {

@@ -81,6 +81,7 @@ func Run(t *testing.T, newStore func(tb testing.TB) store.Store) {
 		{"ScheduleRuns", testScheduleRuns},
 		{"ScheduleExt", testScheduleExt},
 		{"Access", testAccess},
+		{"Events", testEvents},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {
