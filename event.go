@@ -2,6 +2,7 @@ package rota
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -81,4 +82,24 @@ func (e *Event) SetResult(result json.RawMessage) {
 	}
 	b, _ := json.Marshal(string(cut)) // a string always marshals
 	e.Result, e.ResultTruncated = b, true
+}
+
+// Name is what the event says, as "task.succeeded": its type, then the
+// status it reports in lower case (SUCCESS is "succeeded"), or the type
+// alone for events without a status. GET /api/events?types= filters on
+// types and names.
+func (e Event) Name() string {
+	if e.Status == "" {
+		return string(e.Type)
+	}
+	return string(e.Type) + "." + e.Status.EventWord()
+}
+
+// EventWord is the status as event names spell it: lower case, with
+// SUCCESS as "succeeded".
+func (s Status) EventWord() string {
+	if s == StatusSuccess {
+		return "succeeded"
+	}
+	return strings.ToLower(string(s))
 }

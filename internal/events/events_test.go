@@ -277,7 +277,7 @@ func TestRetentionDropsOldEvents(t *testing.T) {
 	if oldest, _ := hub.Oldest(); oldest != 3 {
 		t.Fatalf("oldest = %d, want 3", oldest)
 	}
-	sub, rep, err := hub.Subscribe(events.Filter{}, 1)
+	sub, rep, err := hub.Subscribe(t.Context(), events.Filter{}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,11 +293,11 @@ func TestSlowSubscriberIsDroppedWithoutBlocking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow, _, err := hub.Subscribe(events.Filter{}, 0)
+	slow, _, err := hub.Subscribe(t.Context(), events.Filter{}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fast, _, err := hub.Subscribe(events.Filter{}, 0)
+	fast, _, err := hub.Subscribe(t.Context(), events.Filter{}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +463,7 @@ func TestShutdownIsNotHeldUpByStreams(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the stream did not end")
 	}
-	if _, _, err := hub.Subscribe(events.Filter{}, 0); !errors.Is(err, events.ErrClosed) {
+	if _, _, err := hub.Subscribe(t.Context(), events.Filter{}, 0); !errors.Is(err, events.ErrClosed) {
 		t.Fatalf("Subscribe after Close = %v, want ErrClosed", err)
 	}
 	hub.Publish(taskEvent(1)) // no panic, no effect

@@ -1,27 +1,45 @@
-// Package events is Rota's live event stream: a Hub that numbers every task
-// and run state change, keeps the recent ones in a ring buffer and fans them
-// out to subscribers, and the server-sent-events handler of GET /api/events
-// on top of it.
+// Package events is Rota's live event stream: a Hub that fans task and run
+// state changes out to subscribers, and the server-sent-events handler of
+// GET /api/events on top of it.
 //
-// IDs increase by one per event. The first ID of a Hub is its start time in
-// unix microseconds, so the IDs of a restarted node are far above those of
-// its previous life: a client that reconnects with an ID the Hub never
-// issued (or one that fell out of the buffer) is told to reload (a reset
-// event) instead of being handed unrelated events.
+// With a Log (the store's event log, as every server has), the stream is
+// the cluster's: Publish hands an event to a per-node appender, which
+// writes what piled up in one statement (ids come from the store, in
+// commit order, the same on every node); a tailer reads the log after the
+// last ID it delivered, when woken (an append of this node, a notification
+// of another one) or every Poll, and fans the events out. A client that
+// reconnects to any node with the last ID it saw gets what it missed, from
+// the node's buffer or, older, from the store, as long as the store keeps
+// it. What a crash can lose: the events published on the node in the few
+// milliseconds before it died that the appender had not written yet (the
+// state changes themselves are committed; a stream just does not hear of
+// them).
 //
-// A subscriber gets the buffered events after the ID it names, then every
-// new one, through a bounded channel. Publish never blocks: a subscriber
-// whose channel is full is dropped (its stream ends; the client reconnects
-// with its last ID and loses nothing that is still buffered).
+// Without a Log (tests, a hub on its own) the Hub numbers the events
+// itself: its first ID is its start time in unix microseconds, so the IDs
+// of a restarted hub are far above those of its previous life.
+//
+// Either way a client that reconnects with an ID that is unknown (another
+// database's, a previous process's) or no longer kept is told to reload (a
+// reset event) instead of being handed unrelated events.
+//
+// A subscriber gets the events after the ID it names, then every new one,
+// through a bounded channel. Delivery never blocks: a subscriber whose
+// channel is full is dropped (its stream ends; the client reconnects with
+// its last ID and loses nothing that is still kept).
 package events
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
 )
 
 // Defaults of Config.
@@ -31,6 +49,16 @@ const (
 	DefaultSubscriberBuffer = 1024
 	DefaultHeartbeat        = 15 * time.Second
 	DefaultRetry            = 2 * time.Second
+	DefaultPoll             = time.Second
+	DefaultMaxReplay        = 100_000
+	DefaultMaxPending       = 100_000
+)
+
+// appendBatch is the most events one append writes; readBatch the most one
+// read of the tailer (or of a replay) asks for.
+const (
+	appendBatch = 1000
+	readBatch   = 1000
 )
 
 // ErrSlow ends a subscription whose channel was full when an event had to
@@ -40,10 +68,22 @@ var ErrSlow = errors.New("events: subscriber too slow: dropped")
 // ErrClosed ends the subscriptions of a closed Hub.
 var ErrClosed = errors.New("events: hub closed")
 
+// Log is the store's event log, as the Hub uses it (store.EventStore).
+type Log interface {
+	EventAppend(ctx context.Context, evs []rota.Event) (uint64, error)
+	EventList(ctx context.Context, p store.EventListParams) ([]rota.Event, error)
+	EventBounds(ctx context.Context) (store.EventBounds, error)
+}
+
 // Config configures a Hub. Zero values mean the documented defaults.
 type Config struct {
-	// Retention is how long an event stays in the buffer (default
-	// DefaultRetention, 10 minutes).
+	// Log, when set, is where events are kept and numbered: the stream
+	// is then the cluster's (see the package documentation). Nil: the
+	// Hub keeps and numbers them in memory.
+	Log Log
+	// Retention is how long an event stays in the in-memory buffer
+	// (default DefaultRetention, 10 minutes). With a Log older events are
+	// read back from it.
 	Retention time.Duration
 	// MaxEvents caps the buffer (default DefaultMaxEvents, 100,000): the
 	// oldest events go first when it is full.
@@ -57,12 +97,27 @@ type Config struct {
 	// Retry is the reconnection delay the stream suggests to clients
 	// (default DefaultRetry).
 	Retry time.Duration
+	// Poll is how often the tailer reads the Log without being woken
+	// (default DefaultPoll, 1 s): the bound on the delay of an event whose
+	// notification was lost.
+	Poll time.Duration
+	// MaxReplay is the most events a reconnecting client is sent from the
+	// Log; one further behind is told to reload (default
+	// DefaultMaxReplay).
+	MaxReplay int
+	// MaxPending caps the events waiting for the appender (default
+	// DefaultMaxPending): while the store is unreachable the oldest are
+	// dropped past it, and logged.
+	MaxPending int
 	// Now is the clock (default time.Now). The buffer's retention and the
 	// throughput series use it.
 	Now func() time.Time
-	// FirstID is the ID of the first event (default: Now in unix
-	// microseconds; see the package documentation).
+	// FirstID is the ID of the first event of a Hub without a Log
+	// (default: Now in unix microseconds; see the package documentation).
 	FirstID uint64
+	// Logger receives the appender's and tailer's errors (default
+	// slog.Default()).
+	Logger *slog.Logger
 }
 
 // entry is one buffered event with the time the Hub received it.
@@ -71,19 +126,30 @@ type entry struct {
 	at time.Time
 }
 
-// Hub numbers, buffers and fans out events. Create it with New; it is safe
-// for concurrent use.
+// Hub buffers and fans out events. Create it with New; with a Log, Start
+// runs its appender and tailer. It is safe for concurrent use.
 type Hub struct {
 	cfg Config // immutable after New
 
-	mu     sync.Mutex // guards the fields below
-	next   uint64     // ID of the next event
-	ring   []entry    // circular buffer, grown up to MaxEvents
-	head   int        // index of the oldest entry
-	n      int        // entries in the ring
-	subs   map[*Subscription]struct{}
-	closed bool
-	rates  *throughput
+	mu      sync.Mutex // guards the fields below
+	last    uint64     // ID of the latest event delivered
+	ring    []entry    // circular buffer, grown up to MaxEvents
+	head    int        // index of the oldest entry
+	n       int        // entries in the ring
+	subs    map[*Subscription]struct{}
+	closed  bool
+	rates   *throughput
+	pending []rota.Event // published, not yet appended to the Log
+	lost    int          // pending events dropped since the last log line
+
+	appendWake chan struct{} // Publish → appender
+	tailWake   chan struct{} // appender, Wake → tailer
+
+	stopMu   sync.Mutex         // guards the fields below
+	started  bool               // Start ran
+	cancel   context.CancelFunc // ends the loops
+	loops    sync.WaitGroup
+	stopOnce sync.Once
 
 	done chan struct{} // closed by Close
 }
@@ -105,25 +171,95 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.Retry <= 0 {
 		cfg.Retry = DefaultRetry
 	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = DefaultPoll
+	}
+	if cfg.MaxReplay <= 0 {
+		cfg.MaxReplay = DefaultMaxReplay
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = DefaultMaxPending
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	if cfg.FirstID == 0 {
 		cfg.FirstID = uint64(max(cfg.Now().UnixMicro(), 1))
 	}
 	return &Hub{
-		cfg:   cfg,
-		next:  cfg.FirstID,
-		subs:  map[*Subscription]struct{}{},
-		rates: newThroughput(),
-		done:  make(chan struct{}),
+		cfg:        cfg,
+		last:       cfg.FirstID - 1,
+		subs:       map[*Subscription]struct{}{},
+		rates:      newThroughput(),
+		appendWake: make(chan struct{}, 1),
+		tailWake:   make(chan struct{}, 1),
+		done:       make(chan struct{}),
 	}, nil
 }
 
-// Publish numbers ev, buffers it and hands it to every subscriber whose
-// filter it matches. A zero ev.Time is set to now. It never blocks: a
-// subscriber whose channel is full is dropped with ErrSlow. Its signature
-// matches dispatch.Config.Events. After Close it does nothing.
+// Start reads the Log's position (the stream goes on from its last event)
+// and runs the appender and the tailer until Stop. Without a Log it does
+// nothing.
+func (h *Hub) Start(ctx context.Context) error {
+	if h.cfg.Log == nil {
+		return nil
+	}
+	b, err := h.cfg.Log.EventBounds(ctx)
+	if err != nil {
+		return err
+	}
+	h.stopMu.Lock()
+	defer h.stopMu.Unlock()
+	if h.started {
+		return errors.New("events: hub already started")
+	}
+	h.started = true
+	h.mu.Lock()
+	h.last = b.Last
+	h.mu.Unlock()
+	ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	h.loops.Add(2)
+	go func() { defer h.loops.Done(); h.appendLoop(ctx) }()
+	go func() { defer h.loops.Done(); h.tailLoop(ctx, b.Last) }()
+	return nil
+}
+
+// Stop ends the appender and the tailer after a last append of what is
+// pending (bounded by ctx); call it after the last Publish, before the
+// store closes. It is idempotent.
+func (h *Hub) Stop(ctx context.Context) {
+	h.stopOnce.Do(func() {
+		h.stopMu.Lock()
+		defer h.stopMu.Unlock()
+		if !h.started {
+			return
+		}
+		h.cancel()
+		h.loops.Wait()
+		if err := h.flush(ctx); err != nil {
+			h.cfg.Logger.Warn("events: events lost at stop", "err", err)
+		}
+	})
+}
+
+// Wake tells the tailer that the Log has new events (another node's
+// notification). It never blocks.
+func (h *Hub) Wake() { signal(h.tailWake) }
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// Publish hands ev to the stream. A zero ev.Time is set to now. Without a
+// Log it numbers and delivers ev at once; with one it queues ev for the
+// appender. It never blocks. Its signature matches dispatch.Config.Events.
+// After Close it does nothing.
 func (h *Hub) Publish(ev rota.Event) {
 	now := h.cfg.Now()
 	if ev.Time.IsZero() {
@@ -134,13 +270,133 @@ func (h *Hub) Publish(ev rota.Event) {
 	if h.closed {
 		return
 	}
-	ev.ID = h.next
-	h.next++
+	if h.cfg.Log == nil {
+		ev.ID = h.last + 1
+		h.deliverLocked(ev, now)
+		return
+	}
+	if len(h.pending) >= h.cfg.MaxPending {
+		h.pending = h.pending[1:]
+		h.lost++
+	}
+	h.pending = append(h.pending, ev)
+	signal(h.appendWake)
+}
+
+// appendLoop writes the pending events whenever there are some.
+func (h *Hub) appendLoop(ctx context.Context) {
+	backoff := 50 * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.appendWake:
+		}
+		if err := h.flush(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			h.cfg.Logger.Warn("events: append to the event log; retrying", "err", err, "in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			signal(h.appendWake)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+	}
+}
+
+// flush appends the pending events, appendBatch at a time, and wakes the
+// tailer. On failure the batch goes back to the front of the pending
+// events.
+func (h *Hub) flush(ctx context.Context) error {
+	for {
+		h.mu.Lock()
+		k := min(len(h.pending), appendBatch)
+		batch := h.pending[:k:k] // Publish appends past k, never into batch
+		h.pending = h.pending[k:]
+		lost := h.lost
+		h.lost = 0
+		h.mu.Unlock()
+		if lost > 0 {
+			h.cfg.Logger.Error("events: the event log was unreachable too long: events dropped", "events", lost)
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		if _, err := h.cfg.Log.EventAppend(ctx, batch); err != nil {
+			h.mu.Lock()
+			h.pending = append(batch, h.pending...)
+			if over := len(h.pending) - h.cfg.MaxPending; over > 0 {
+				h.pending = h.pending[over:]
+				h.lost += over
+			}
+			h.mu.Unlock()
+			return err
+		}
+		signal(h.tailWake)
+	}
+}
+
+// tailLoop reads the Log after the last event it delivered, when woken or
+// every Poll, and delivers what it finds.
+func (h *Hub) tailLoop(ctx context.Context, after uint64) {
+	t := time.NewTimer(h.cfg.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.tailWake:
+		case <-t.C:
+		}
+		after = h.catchUp(ctx, after)
+		t.Reset(h.cfg.Poll)
+	}
+}
+
+// catchUp delivers the Log's events after the ID after and returns the
+// last one's ID.
+func (h *Hub) catchUp(ctx context.Context, after uint64) uint64 {
+	for {
+		evs, err := h.cfg.Log.EventList(ctx, store.EventListParams{After: after, Limit: readBatch})
+		if err != nil {
+			if ctx.Err() == nil {
+				h.cfg.Logger.Warn("events: read the event log", "err", err)
+			}
+			return after
+		}
+		if len(evs) == 0 {
+			return after
+		}
+		now := h.cfg.Now()
+		h.mu.Lock()
+		for _, ev := range evs {
+			if ev.ID > h.last && !h.closed {
+				h.deliverLocked(ev, now)
+			}
+		}
+		h.mu.Unlock()
+		after = evs[len(evs)-1].ID
+		if len(evs) < readBatch {
+			return after
+		}
+	}
+}
+
+// deliverLocked buffers ev (whose ID is above h.last) and hands it to
+// every subscriber whose filter it matches; h.mu must be held.
+func (h *Hub) deliverLocked(ev rota.Event, now time.Time) {
+	h.last = ev.ID
 	h.prune(now)
 	h.push(entry{ev: ev, at: now})
 	h.rates.add(ev, now)
 	for s := range h.subs {
-		if !s.filter.match(ev) {
+		if ev.ID <= s.skip || !s.filter.match(ev) {
 			continue
 		}
 		select {
@@ -193,10 +449,16 @@ type Filter struct {
 	// Kinds, when not empty, keeps only the events of these kinds (events
 	// that belong to no kind are left out too).
 	Kinds []string
+	// Types, when not empty, keeps only the events whose type (as
+	// "task") or name (rota.Event.Name, as "task.succeeded") is listed.
+	Types []string
 }
 
 func (f Filter) match(ev rota.Event) bool {
-	return len(f.Kinds) == 0 || slices.Contains(f.Kinds, ev.Kind)
+	if len(f.Kinds) > 0 && !slices.Contains(f.Kinds, ev.Kind) {
+		return false
+	}
+	return len(f.Types) == 0 || slices.Contains(f.Types, string(ev.Type)) || slices.Contains(f.Types, ev.Name())
 }
 
 // Subscription is one subscriber of a Hub: read C until it is closed, then
@@ -206,6 +468,7 @@ type Subscription struct {
 	filter Filter          // immutable
 	ch     chan rota.Event // closed by the hub (under hub.mu) when dropped
 	err    error           // guarded by hub.mu; set before ch is closed
+	skip   uint64          // guarded by hub.mu: events up to it are not sent (the replay has them)
 	once   sync.Once       // guards Close
 }
 
@@ -241,60 +504,130 @@ func (h *Hub) dropLocked(s *Subscription, err error) {
 	close(s.ch)
 }
 
-// Replay is what Subscribe found in the buffer for a subscriber that names
-// the last event it saw.
+// Replay is what Subscribe found for a subscriber that names the last
+// event it saw.
 type Replay struct {
-	// Events are the buffered events after the named ID that match the
-	// filter, oldest first.
+	// Events are the events after the named ID that match the filter,
+	// oldest first.
 	Events []rota.Event
 	// Reset is true when events after the named ID may be missing: the ID
-	// is older than the buffer, or it is not one this Hub issued (a client
-	// of a previous server process). The client should reload its state.
+	// is no longer kept, or it is not one of this stream (another
+	// database's, a previous process's). The client should reload its
+	// state.
 	Reset bool
-	// LastID is the ID of the latest event published before the
-	// subscription began (FirstID−1 when none was).
+	// LastID is the subscriber's position: the ID of the latest event
+	// before the subscription's channel begins.
 	LastID uint64
 }
 
 // Subscribe registers a subscriber of the events that match f. When after
-// is not 0 it also returns the buffered events after that ID (after is
-// the last ID the client saw); the subscription's channel then continues
-// exactly where the replay ends, with nothing missing and nothing twice.
-// It fails with ErrClosed after Close.
-func (h *Hub) Subscribe(f Filter, after uint64) (*Subscription, Replay, error) {
+// is not 0 it also returns the events after that ID (after is the last ID
+// the client saw), from the buffer or, with a Log, from the store; the
+// subscription's channel then continues exactly where the replay ends,
+// with nothing missing and nothing twice. With a Log, an ID another node
+// issued that this one has not read yet is valid: the channel starts after
+// it. It fails with ErrClosed after Close, and with the Log's error when
+// it could not be read.
+func (h *Hub) Subscribe(ctx context.Context, f Filter, after uint64) (*Subscription, Replay, error) {
 	ch := make(chan rota.Event, h.cfg.SubscriberBuffer)
 	s := &Subscription{hub: h, filter: f, ch: ch}
 	now := h.cfg.Now()
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed {
+		h.mu.Unlock()
 		return nil, Replay{}, ErrClosed
 	}
 	h.prune(now)
-	rep := Replay{LastID: h.next - 1}
-	if after != 0 {
-		oldest := h.next // the ID of the oldest buffered event
-		if h.n > 0 {
-			oldest = h.at(0).ev.ID
-		}
-		switch {
-		case after < h.cfg.FirstID-1 || after > h.next-1:
-			// Not an ID of this hub.
-			rep.Reset = true
-		case after+1 < oldest:
-			// Events after it were evicted.
-			rep.Reset = true
-		}
-		if !rep.Reset {
-			for i := int(after + 1 - oldest); i < h.n; i++ {
-				if ev := h.at(i).ev; f.match(ev) {
-					rep.Events = append(rep.Events, ev)
-				}
+	h.subs[s] = struct{}{}
+	pos := h.last
+	rep := Replay{LastID: pos}
+	if after == 0 || after == pos {
+		h.mu.Unlock()
+		return s, rep, nil
+	}
+	if i, ok := h.ringAfter(after); ok {
+		for ; i < h.n; i++ {
+			if ev := h.at(i).ev; f.match(ev) {
+				rep.Events = append(rep.Events, ev)
 			}
 		}
+		h.mu.Unlock()
+		return s, rep, nil
 	}
-	h.subs[s] = struct{}{}
+	if h.cfg.Log == nil {
+		rep.Reset = true // not an ID of this hub, or evicted
+		h.mu.Unlock()
+		return s, rep, nil
+	}
+	if after > pos {
+		s.skip = after // perhaps another node's, not read here yet
+	} else {
+		s.skip = pos // the channel begins after pos; the store has the rest
+	}
+	h.mu.Unlock()
+	rep, err := h.replayFromLog(ctx, f, after, pos)
+	if err != nil {
+		s.Close()
+		return nil, Replay{}, err
+	}
+	if rep.Reset {
+		h.mu.Lock()
+		s.skip = 0
+		h.mu.Unlock()
+	}
 	return s, rep, nil
+}
+
+// ringAfter returns the ring index of the first event after the ID after
+// when the ring holds every event after it.
+func (h *Hub) ringAfter(after uint64) (int, bool) {
+	if h.n == 0 || after+1 < h.at(0).ev.ID || after > h.last {
+		return 0, false
+	}
+	return sort.Search(h.n, func(i int) bool { return h.at(i).ev.ID > after }), true
+}
+
+// replayFromLog returns the events of the Log after the ID after, up to
+// pos, or a reset when they are not all kept (or after is unknown, or too
+// far behind).
+func (h *Hub) replayFromLog(ctx context.Context, f Filter, after, pos uint64) (Replay, error) {
+	b, err := h.cfg.Log.EventBounds(ctx)
+	if err != nil {
+		return Replay{}, err
+	}
+	if after > pos {
+		if after > b.Last {
+			return Replay{Reset: true, LastID: pos}, nil // unknown
+		}
+		return Replay{LastID: after}, nil
+	}
+	oldest := b.Oldest
+	if oldest == 0 {
+		oldest = b.Last + 1 // nothing kept
+	}
+	if after+1 < oldest || pos-after > uint64(h.cfg.MaxReplay) {
+		return Replay{Reset: true, LastID: pos}, nil
+	}
+	rep := Replay{LastID: pos}
+	for after < pos {
+		evs, err := h.cfg.Log.EventList(ctx, store.EventListParams{After: after, Limit: readBatch})
+		if err != nil {
+			return Replay{}, err
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, ev := range evs {
+			if ev.ID > pos {
+				break
+			}
+			if f.match(ev) {
+				rep.Events = append(rep.Events, ev)
+			}
+		}
+		after = evs[len(evs)-1].ID
+	}
+	return rep, nil
 }
 
 // Oldest returns the ID of the oldest buffered event, and false when the

@@ -34,13 +34,22 @@ type EventJSON struct {
 	// schedule.skipped events); absent otherwise.
 	ScheduleID string `json:"schedule_id,omitempty"`
 	FireTime   int64  `json:"fire_time,omitempty"`
+	// Name is the event's type and status word, as "task.succeeded"
+	// (rota.Event.Name): what the types parameter filters on.
+	Name string `json:"name"`
+	// Result is the result of a run that ended with one (JSON), on its run
+	// event; longer than 4 KiB, it is the first 4 KiB as a JSON string and
+	// ResultTruncated is true. Absent otherwise.
+	Result          json.RawMessage `json:"result,omitempty"`
+	ResultTruncated bool            `json:"result_truncated,omitempty"`
 }
 
 // ToJSON returns the wire form of ev.
 func ToJSON(ev rota.Event) EventJSON {
 	out := EventJSON{
 		ID: ev.ID, Time: unixMilli(ev.Time), Type: ev.Type, Kind: ev.Kind, TaskID: ev.TaskID, RunID: ev.RunID,
-		WorkerID: ev.WorkerID, Status: ev.Status, Attempt: ev.Attempt, Message: ev.Message,
+		WorkerID: ev.WorkerID, Status: ev.Status, Attempt: ev.Attempt, Message: ev.Message, Name: ev.Name(),
+		Result: ev.Result, ResultTruncated: ev.ResultTruncated,
 	}
 	if ev.Type == rota.EventRun && ev.Status == rota.StatusRunning {
 		out.RunAt = unixMilli(ev.RunAt)
@@ -69,12 +78,15 @@ const maxBatch = 256
 // Handler serves the event stream, GET /api/events, as server-sent events
 // (text/event-stream).
 //
-// Query: kinds=a,b keeps only those kinds' events. A client that
-// reconnects names the last ID it saw in the Last-Event-ID header (browsers
-// do it on their own) or the last_event_id parameter; it then first gets
-// the buffered events after it. When that ID is older than the buffer or
-// unknown to this server, the stream begins with a "reset" message (its
-// data {"last_id": N}): the client must reload its state.
+// The stream is the cluster's when the Hub has a Log: every node sends
+// every node's events, with the same IDs. Query: kinds=a,b keeps only
+// those kinds' events; types=task,run.failed only the events of those
+// types or names (rota.Event.Name). A client that reconnects (to any node)
+// names the last ID it saw in the Last-Event-ID header (browsers do it on
+// their own) or the last_event_id parameter; it then first gets the events
+// after it. When that ID is no longer kept or unknown, the stream begins
+// with a "reset" message (its data {"last_id": N}): the client must reload
+// its state.
 //
 // Each event is a message without an event name whose id is the event's ID
 // and whose data is its EventJSON. The stream begins with a retry hint and
@@ -97,9 +109,14 @@ func (h *Hub) serveEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	sub, rep, err := h.Subscribe(filter, after)
-	if err != nil {
+	sub, rep, err := h.Subscribe(r.Context(), filter, after)
+	switch {
+	case errors.Is(err, ErrClosed):
 		writeError(w, rota.Errorf(rota.CodeUnavailable, "the server is shutting down"))
+		return
+	case err != nil:
+		h.cfg.Logger.Warn("events: read the event log for a stream", "err", err)
+		writeError(w, rota.Errorf(rota.CodeUnavailable, "the event log cannot be read now; retry"))
 		return
 	}
 	defer sub.Close()
@@ -116,7 +133,7 @@ func (h *Hub) serveEvents(w http.ResponseWriter, r *http.Request) {
 // parseStreamRequest returns the stream's filter and the ID the client saw
 // last: the Last-Event-ID header wins over the last_event_id parameter.
 func parseStreamRequest(r *http.Request) (Filter, uint64, error) {
-	kinds, after, err := parseQuery(r, true)
+	kinds, types, after, err := parseQuery(r, true)
 	if err != nil {
 		return Filter{}, 0, err
 	}
@@ -125,7 +142,7 @@ func parseStreamRequest(r *http.Request) (Filter, uint64, error) {
 			return Filter{}, 0, err
 		}
 	}
-	return Filter{Kinds: kinds}, after, nil
+	return Filter{Kinds: kinds, Types: types}, after, nil
 }
 
 // stream writes sub's events to sw, in batches of up to maxBatch per
@@ -273,7 +290,7 @@ func (s *Subscription) position() (uint64, bool) {
 	if _, ok := s.hub.subs[s]; !ok || len(s.ch) > 0 {
 		return 0, false
 	}
-	return s.hub.next - 1, true
+	return max(s.hub.last, s.skip), true
 }
 
 // envelope is the API's response body.

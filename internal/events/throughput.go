@@ -3,6 +3,7 @@ package events
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,7 +117,7 @@ func (h *Hub) ThroughputHandler() http.Handler {
 			writeError(w, rota.Errorf(rota.CodeMethod, "method %s is not allowed on %s; allowed: GET, HEAD", r.Method, r.URL.Path))
 			return
 		}
-		kinds, _, err := parseQuery(r, false)
+		kinds, _, _, err := parseQuery(r, false)
 		if err != nil {
 			writeError(w, err)
 			return
@@ -128,7 +129,7 @@ func (h *Hub) ThroughputHandler() http.Handler {
 // parseQuery reads the query parameters: kinds, a comma-separated list of
 // kind names (possibly repeated), and, when withID, last_event_id. Any
 // other parameter is refused.
-func parseQuery(r *http.Request, withID bool) (kinds []string, lastID uint64, err error) {
+func parseQuery(r *http.Request, withID bool) (kinds []string, types []string, lastID uint64, err error) {
 	for name, vs := range r.URL.Query() {
 		switch {
 		case name == "kinds":
@@ -138,7 +139,7 @@ func parseQuery(r *http.Request, withID bool) (kinds []string, lastID uint64, er
 						continue
 					}
 					if !rota.ValidKind(k) {
-						return nil, 0, rota.Invalid("kinds", "must be a comma-separated list of kinds of 1 to 128 characters of A-Z a-z 0-9 _ . : -, got %q", k)
+						return nil, nil, 0, rota.Invalid("kinds", "must be a comma-separated list of kinds of 1 to 128 characters of A-Z a-z 0-9 _ . : -, got %q", k)
 					}
 					if !slices.Contains(kinds, k) {
 						kinds = append(kinds, k)
@@ -147,17 +148,35 @@ func parseQuery(r *http.Request, withID bool) (kinds []string, lastID uint64, er
 			}
 		case name == "last_event_id" && withID:
 			if len(vs) > 1 {
-				return nil, 0, rota.Invalid(name, "is given %d times; give it once", len(vs))
+				return nil, nil, 0, rota.Invalid(name, "is given %d times; give it once", len(vs))
 			}
 			if lastID, err = parseID("last_event_id", vs[0]); err != nil {
-				return nil, 0, err
+				return nil, nil, 0, err
+			}
+		case name == "types" && withID:
+			for _, v := range vs {
+				for t := range strings.SplitSeq(v, ",") {
+					if t = strings.TrimSpace(t); t == "" {
+						continue
+					}
+					if !typeRE.MatchString(t) {
+						return nil, nil, 0, rota.Invalid("types", "must be a comma-separated list of event types (task) or names (task.succeeded): lower-case words of up to 64 characters, got %q", t)
+					}
+					if !slices.Contains(types, t) {
+						types = append(types, t)
+					}
+				}
 			}
 		default:
-			return nil, 0, &rota.Error{Code: rota.CodeUnknownField, Message: fmt.Sprintf("unknown query parameter %q", name), Field: name}
+			return nil, nil, 0, &rota.Error{Code: rota.CodeUnknownField, Message: fmt.Sprintf("unknown query parameter %q", name), Field: name}
 		}
 	}
-	return kinds, lastID, nil
+	return kinds, types, lastID, nil
 }
+
+// typeRE is what an entry of the types parameter looks like: a type, or a
+// type and a word (rota.Event.Name).
+var typeRE = regexp.MustCompile(`^[a-z_]{1,32}(\.[a-z_]{1,31})?$`)
 
 // parseID reads an event ID; "" is 0.
 func parseID(field, s string) (uint64, error) {

@@ -74,7 +74,7 @@ func TestTargetsGoThroughTheGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, _, err := s.hub.Subscribe(events.Filter{}, 0)
+	sub, _, err := s.hub.Subscribe(t.Context(), events.Filter{}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
