@@ -96,6 +96,7 @@ and closes the store; a second signal stops it at once.`,
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	f.DurationVar(&cfg.AuditRetention, "audit-retention", server.DefaultAuditRetention, "how long the audit log keeps its records")
 	f.DurationVar(&cfg.NoWorkerAfter, "no-worker-after", dispatch.DefaultNoWorkerAfter, "how long a kind's ready tasks may wait with no live worker before the no-worker alarm (kind.no_worker)")
+	f.DurationVar(&cfg.EventRetention, "event-retention", server.DefaultEventRetention, "how long the event log keeps events (a stream client reconnecting with an older id reloads)")
 	f.StringVar(&cfg.NodeID, "node-id", "", "this node's id in the cluster (default host-pid-random)")
 	f.StringVar(&cfg.Advertise, "advertise", "", "address other nodes and the UI show for this node (default the listen address)")
 	f.StringSliceVar(&cfg.TargetAllow, "target-allow", nil, "allow schedule targets to reach this CIDR, address, host or host:port although it is refused by default (loopback, private, link-local, CGNAT, multicast…); repeatable or comma-separated")

@@ -74,6 +74,9 @@ type Config struct {
 	// AuditRetention, when positive, is how long the audit log keeps its
 	// records: the retention cleanup deletes older ones too.
 	AuditRetention time.Duration
+	// EventRetention, when positive, is how long the event log keeps its
+	// events: the retention cleanup deletes older ones too.
+	EventRetention time.Duration
 	// WorkerRetention is how long a worker no longer seen (lost, or
 	// stopped) stays listed before the leader prunes it, at the cleanup
 	// interval (default DefaultWorkerRetention, 24h).
@@ -98,6 +101,10 @@ type Config struct {
 	// the dispatcher, in order (the caller assigns IDs). It must not block.
 	// Nil: no events.
 	Events func(rota.Event)
+	// EventsAppended, when set, hears the store's notifications that
+	// another node appended to the event log (from the listener's
+	// goroutine; it must not block).
+	EventsAppended func()
 }
 
 // Dispatcher coordinates claims and wake-ups. Create it with New, start its
@@ -167,6 +174,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if d.retention, err = NewRetention(RetentionConfig{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: cfg.Logger, Interval: cfg.CleanupInterval,
 		LeaderPoll: cfg.ReapInterval, Leader: d.leading, Audit: cfg.Store, AuditRetention: cfg.AuditRetention,
+		Events: cfg.Store, EventRetention: cfg.EventRetention,
 		Workers: cfg.Store, WorkerRetention: cfg.WorkerRetention,
 	}); err != nil {
 		return nil, err
@@ -277,6 +285,12 @@ const remoteWake = 4
 // remote handles a notification from another node (or this one, echoed by
 // the store): wake some waiters now, or note the due time.
 func (d *Dispatcher) remote(n store.Notification) {
+	if n.Events {
+		if d.cfg.EventsAppended != nil {
+			d.cfg.EventsAppended()
+		}
+		return
+	}
 	if n.RunAt.After(d.cfg.Clock.Now()) {
 		d.due.Note(n.Kind, n.RunAt)
 		return

@@ -14,9 +14,14 @@ func (d *Dispatcher) emit(ev rota.Event) {
 	}
 }
 
+// emitTask emits t's state; a finished task's event carries its result.
 func (d *Dispatcher) emitTask(t *rota.Task, now time.Time) {
-	d.emit(rota.Event{Type: rota.EventTask, Kind: t.Kind, TaskID: t.ID, Status: t.Status, Attempt: t.Attempt,
-		Message: t.Message, Time: now, RunAt: t.RunAt, ScheduleID: t.ScheduleID, FireTime: t.FireTime})
+	ev := rota.Event{Type: rota.EventTask, Kind: t.Kind, TaskID: t.ID, Status: t.Status, Attempt: t.Attempt,
+		Message: t.Message, Time: now, RunAt: t.RunAt, ScheduleID: t.ScheduleID, FireTime: t.FireTime}
+	if t.Status.Terminal() {
+		ev.SetResult(t.Result)
+	}
+	d.emit(ev)
 }
 
 func (d *Dispatcher) emitClaimed(worker string, runs []rota.ClaimedRun) {

@@ -31,6 +31,13 @@ type AuditCleaner interface {
 	AuditCleanup(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
+// EventCleaner deletes events past the event retention
+// (store.EventStore's).
+type EventCleaner interface {
+	// EventCleanup: see store.EventStore.
+	EventCleanup(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
 // WorkerPruner deletes workers gone longer than the worker retention.
 type WorkerPruner interface {
 	// WorkerPrune: see store.Store.
@@ -64,6 +71,10 @@ type RetentionConfig struct {
 	// liveness window (lost or stopped that long) that hold no runs.
 	Workers         WorkerPruner
 	WorkerRetention time.Duration
+	// Events, when set with a positive EventRetention, also deletes each
+	// round the events of the event log older than EventRetention.
+	Events         EventCleaner
+	EventRetention time.Duration
 }
 
 // Retention is the retention cleanup, a leader duty: every Interval it
@@ -131,6 +142,7 @@ func (r *Retention) runOnce(ctx context.Context) int {
 	if r.cfg.Audit != nil && r.cfg.AuditRetention > 0 {
 		r.cleanAudit(ctx)
 	}
+	r.cleanEvents(ctx)
 	r.pruneWorkers(ctx)
 	term, _ := r.cfg.Leader()
 	total := 0
@@ -176,6 +188,33 @@ func (r *Retention) cleanAudit(ctx context.Context) {
 				r.cfg.Logger.Info("dispatch: deleted audit records past their retention", "records", total)
 			}
 			return
+		}
+	}
+}
+
+// cleanEvents deletes the events older than EventRetention, in batches,
+// and returns how many it deleted. Like cleanAudit it needs no fencing:
+// deleting what is past its retention is idempotent.
+func (r *Retention) cleanEvents(ctx context.Context) int {
+	if r.cfg.Events == nil || r.cfg.EventRetention <= 0 {
+		return 0
+	}
+	before := r.cfg.Clock.Now().Add(-r.cfg.EventRetention)
+	total := 0
+	for {
+		n, err := r.cfg.Events.EventCleanup(ctx, before, r.cfg.BatchSize)
+		total += n
+		if err != nil {
+			if ctx.Err() == nil {
+				r.cfg.Logger.Error("dispatch: event retention", "err", err)
+			}
+			return total
+		}
+		if n < r.cfg.BatchSize {
+			if total > 0 {
+				r.cfg.Logger.Debug("dispatch: deleted events past the event retention", "events", total)
+			}
+			return total
 		}
 	}
 }

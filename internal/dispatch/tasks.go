@@ -51,8 +51,12 @@ func (d *Dispatcher) Complete(ctx context.Context, p store.RunCompleteParams) (*
 	}
 	for _, r := range t.Runs {
 		if r.ID == p.RunID {
-			d.emit(rota.Event{Type: rota.EventRun, Kind: t.Kind, TaskID: t.ID, RunID: r.ID, WorkerID: r.WorkerID,
-				Status: r.Status, Attempt: r.Attempt, Message: r.Message, Time: p.Now})
+			ev := rota.Event{Type: rota.EventRun, Kind: t.Kind, TaskID: t.ID, RunID: r.ID, WorkerID: r.WorkerID,
+				Status: r.Status, Attempt: r.Attempt, Message: r.Message, Time: p.Now}
+			if r.Status == rota.StatusSuccess {
+				ev.SetResult(p.Result)
+			}
+			d.emit(ev)
 		}
 	}
 	d.emitTask(t, p.Now)

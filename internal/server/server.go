@@ -82,6 +82,11 @@ type Config struct {
 	// rota_kind_no_worker, the UI banner); default 30s. Every node
 	// evaluates it from the store; the leader emits its events.
 	NoWorkerAfter time.Duration
+	// EventRetention is how long the event log keeps events (default
+	// DefaultEventRetention, 24 h): a client reconnecting to any node's
+	// stream with an older ID is told to reload. The leader deletes older
+	// events with its other periodic duties.
+	EventRetention time.Duration
 	// NodeID names this node in the cluster (default host-pid-random).
 	NodeID string
 	// Advertise is the address other nodes and the UI show for this node
@@ -116,6 +121,9 @@ type Config struct {
 	// nothing.
 	Cost *storecost.Counter
 }
+
+// DefaultEventRetention is how long the event log keeps events by default.
+const DefaultEventRetention = 24 * time.Hour
 
 // DefaultAuditRetention is how long audit records are kept by default.
 const DefaultAuditRetention = 90 * 24 * time.Hour
@@ -210,6 +218,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.AuditRetention <= 0 {
 		cfg.AuditRetention = DefaultAuditRetention
 	}
+	if cfg.EventRetention <= 0 {
+		cfg.EventRetention = DefaultEventRetention
+	}
 	if err := checkSecurity(cfg); err != nil {
 		return nil, err
 	}
@@ -260,10 +271,11 @@ func compose(cfg Config, st store.Store) (*Server, error) {
 }
 
 // initTelemetry creates the event hub (one event per task or run state
-// change, to the live stream: UI, SDK Subscribe) and the metrics registry
-// with the schedule and queue metrics.
+// change, kept in the store's event log and read back by every node's
+// live stream: UI, SDK Subscribe) and the metrics registry with the
+// schedule and queue metrics.
 func (s *Server) initTelemetry() error {
-	hub, err := events.New(events.Config{Now: s.cfg.Clock.Now})
+	hub, err := events.New(events.Config{Log: s.store, Now: s.cfg.Clock.Now, Logger: s.cfg.Logger})
 	if err != nil {
 		return err
 	}
@@ -289,6 +301,7 @@ func (s *Server) initDispatcher() error {
 	disp, err := dispatch.New(dispatch.Config{
 		Store: s.store, Clock: s.cfg.Clock, Logger: s.cfg.Logger, IDs: &rota.IDGenerator{},
 		BackoffBase: s.cfg.RetryBackoff, ReapInterval: s.cfg.ReapInterval, AuditRetention: s.cfg.AuditRetention,
+		EventRetention: s.cfg.EventRetention, EventsAppended: s.hub.Wake,
 		WorkerRetention: s.cfg.Limits.WorkerRetention,
 		NoWorkerAfter:   s.cfg.NoWorkerAfter,
 		NoWorkerChanged: s.queue.SetNoWorker,
@@ -393,13 +406,19 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
+	if err := s.hub.Start(ctx); err != nil {
+		ln.Close()
+		return fmt.Errorf("start the event stream: %w", err)
+	}
 	if err := s.disp.Start(ctx); err != nil {
 		ln.Close()
+		s.hub.Stop(ctx)
 		return err
 	}
 	if err := s.schedules.start(ctx); err != nil {
 		ln.Close()
 		s.disp.Stop()
+		s.hub.Stop(ctx)
 		return err
 	}
 	s.ln = ln
@@ -409,6 +428,7 @@ func (s *Server) Start(ctx context.Context) error {
 		ln.Close()
 		s.schedules.stop()
 		s.disp.Stop()
+		s.hub.Stop(ctx)
 		return err
 	}
 	// Serve sets up HTTP/2 by writing TLSConfig: read it before.
@@ -497,6 +517,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	if err != nil {
 		s.http.Close()
 	}
+	s.hub.Stop(ctx) // writes the last events before the store closes
 	return errors.Join(err, s.store.Close())
 }
 
