@@ -45,6 +45,9 @@ type eventWire struct {
 	Attempt  int            `json:"attempt"`
 	Message  string         `json:"message"`
 	RunAt    int64          `json:"run_at"` // unix ms, on run starts
+	// Result and ResultTruncated: a finished run's (or task's) result.
+	Result          json.RawMessage `json:"result"`
+	ResultTruncated bool            `json:"result_truncated"`
 }
 
 func fromUnixMilli(ms int64) time.Time {
@@ -58,14 +61,26 @@ func (w *eventWire) event() rota.Event {
 	return rota.Event{
 		ID: w.ID, Time: fromUnixMilli(w.Time), Type: w.Type, Kind: w.Kind, TaskID: w.TaskID, RunID: w.RunID,
 		WorkerID: w.WorkerID, Status: w.Status, Attempt: w.Attempt, Message: w.Message, RunAt: fromUnixMilli(w.RunAt),
+		Result: w.Result, ResultTruncated: w.ResultTruncated,
 	}
 }
 
+// EventFilter selects the events SubscribeFilter delivers; the server
+// filters. Empty fields select everything.
+type EventFilter struct {
+	// Kinds keeps the events of these kinds.
+	Kinds []string
+	// Types keeps the events of these types ("task") or names
+	// ("task.succeeded", see rota.Event.Name).
+	Types []string
+}
+
 // Subscribe follows the server's event stream (GET /api/events): one
-// event per task or run state change, in order, for the given kinds (all
-// kinds when empty). lastEventID is the ID of the last event already seen
-// (0 for none): the stream then starts with the events after it that the
-// server still holds (10 minutes of them by default).
+// event per task or run state change of the whole cluster, in order, for
+// the given kinds (all kinds when empty). lastEventID is the ID of the
+// last event already seen (0 for none), from any node of the cluster: the
+// stream then starts with the events after it that the cluster still
+// keeps (24 hours of them by default).
 //
 // Break out of the loop to stop, or cancel ctx. When the connection drops
 // or the server stops, Subscribe reconnects on its own with the ID of the
@@ -88,8 +103,14 @@ func (w *eventWire) event() rota.Event {
 //		handle(ev)
 //	}
 func (c *Client) Subscribe(ctx context.Context, kinds []string, lastEventID uint64) iter.Seq2[rota.Event, error] {
+	return c.SubscribeFilter(ctx, EventFilter{Kinds: kinds}, lastEventID)
+}
+
+// SubscribeFilter is Subscribe with the server-side filter f (kinds and
+// types).
+func (c *Client) SubscribeFilter(ctx context.Context, f EventFilter, lastEventID uint64) iter.Seq2[rota.Event, error] {
 	return func(yield func(rota.Event, error) bool) {
-		s := &eventStream{c: c, kinds: kinds, last: lastEventID, retry: defaultEventsRetry, yield: yield}
+		s := &eventStream{c: c, kinds: f.Kinds, types: f.Types, last: lastEventID, retry: defaultEventsRetry, yield: yield}
 		failures := 0
 		for ctx.Err() == nil {
 			got, err := s.run(ctx)
@@ -125,6 +146,7 @@ func (c *Client) Subscribe(ctx context.Context, kinds []string, lastEventID uint
 type eventStream struct {
 	c       *Client
 	kinds   []string
+	types   []string
 	last    uint64        // the ID to resume after
 	retry   time.Duration // the server's hint
 	yield   func(rota.Event, error) bool
@@ -137,6 +159,9 @@ func (s *eventStream) run(ctx context.Context) (got bool, err error) {
 	q := url.Values{}
 	if len(s.kinds) > 0 {
 		q.Set("kinds", strings.Join(s.kinds, ","))
+	}
+	if len(s.types) > 0 {
+		q.Set("types", strings.Join(s.types, ","))
 	}
 	u := s.c.base.String() + "/api/events"
 	if len(q) > 0 {
