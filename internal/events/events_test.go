@@ -375,6 +375,8 @@ func TestBadRequests(t *testing.T) {
 	}{
 		{"GET", "?kinds=no%20way", "", 400, `"field":"kinds"`},
 		{"GET", "?color=red", "", 400, `"code":40003`},
+		{"GET", "?types=Task.Succeeded", "", 400, `"field":"types"`},
+		{"GET", "?types=task.succeeded.twice", "", 400, `"field":"types"`},
 		{"GET", "", "abc", 400, `"field":"Last-Event-ID"`},
 		{"GET", "?last_event_id=x", "", 400, `"field":"last_event_id"`},
 		{"POST", "", "", 405, `"code":40500`},
