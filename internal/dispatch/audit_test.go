@@ -34,3 +34,26 @@ func TestCleanupDeletesAuditRecordsPastRetention(t *testing.T) {
 		t.Fatalf("audit records left: %v, want [d c] (younger than 90 days)", targets)
 	}
 }
+
+func TestCleanupDeletesEventsPastRetention(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(c *Config) { c.EventRetention = 24 * time.Hour })
+	ctx := context.Background()
+	start := f.clock.Now()
+	var evs []rota.Event
+	for i, age := range []time.Duration{48 * time.Hour, 25 * time.Hour, 23 * time.Hour, time.Minute} {
+		evs = append(evs, rota.Event{Time: start.Add(-age), Type: rota.EventTask, TaskID: string(rune('a' + i))})
+	}
+	last, err := f.st.EventAppend(ctx, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.d.CleanupOnce(ctx)
+	left, err := f.st.EventList(ctx, store.EventListParams{After: last - 4, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 2 || left[0].TaskID != "c" || left[1].TaskID != "d" {
+		t.Fatalf("events left: %v, want c and d (younger than 24 h)", left)
+	}
+}
