@@ -17,10 +17,10 @@ import (
 	"github.com/rotahq/rota"
 )
 
-// ErrEventsReset is yielded by Subscribe when the server no longer holds
-// the events after the last one seen (they are older than its buffer, or
-// the server restarted): some state changes were missed, so state built
-// from events should be reloaded. The subscription goes on with the events
+// ErrEventsReset is yielded by Subscribe when the cluster no longer keeps
+// the events after the last one seen (they are older than its event
+// retention, or the id is another database's): some state changes were
+// missed, so state built from events should be reloaded. The subscription goes on with the events
 // that follow.
 var ErrEventsReset = errors.New("rotaclient: events were missed: reload the state built from them")
 

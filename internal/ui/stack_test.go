@@ -54,8 +54,12 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hub, err := events.New(events.Config{Retry: 500 * time.Millisecond})
+	// The hub over the store's event log, as the server composes it.
+	hub, err := events.New(events.Config{Log: st, Logger: logger, Retry: 500 * time.Millisecond})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
@@ -116,6 +120,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		hub.Close()
 		srv.Close()
 		disp.Stop()
+		hub.Stop(ctx)
 		st.Close()
 	})
 	// One live node that leads, as a started server shows itself.
