@@ -5,9 +5,11 @@
 // With a Log (the store's event log, as every server has), the stream is
 // the cluster's: Publish hands an event to a per-node appender, which
 // writes what piled up in one statement (ids come from the store, in
-// commit order, the same on every node); a tailer reads the log after the
-// last ID it delivered, when woken (an append of this node, a notification
-// of another one) or every Poll, and fans the events out. A client that
+// commit order, the same on every node) and fans the batch out at once
+// when it follows the last event delivered; otherwise, and for the other
+// nodes' events, a tailer reads the log after the last ID delivered, when
+// woken (a notification of another node, an append that found a gap) or
+// every Poll. A client that
 // reconnects to any node with the last ID it saw gets what it missed, from
 // the node's buffer or, older, from the store, as long as the store keeps
 // it. What a crash can lose: the events published on the node in the few
@@ -223,7 +225,7 @@ func (h *Hub) Start(ctx context.Context) error {
 	ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	h.loops.Add(2)
 	go func() { defer h.loops.Done(); h.appendLoop(ctx) }()
-	go func() { defer h.loops.Done(); h.tailLoop(ctx, b.Last) }()
+	go func() { defer h.loops.Done(); h.tailLoop(ctx) }()
 	return nil
 }
 
@@ -328,7 +330,8 @@ func (h *Hub) flush(ctx context.Context) error {
 		if len(batch) == 0 {
 			return nil
 		}
-		if _, err := h.cfg.Log.EventAppend(ctx, batch); err != nil {
+		last, err := h.cfg.Log.EventAppend(ctx, batch)
+		if err != nil {
 			h.mu.Lock()
 			h.pending = append(batch, h.pending...)
 			if over := len(h.pending) - h.cfg.MaxPending; over > 0 {
@@ -338,13 +341,37 @@ func (h *Hub) flush(ctx context.Context) error {
 			h.mu.Unlock()
 			return err
 		}
-		signal(h.tailWake)
+		h.deliverAppended(batch, last)
 	}
 }
 
-// tailLoop reads the Log after the last event it delivered, when woken or
+// deliverAppended delivers the batch just appended, whose last event got
+// the ID last, without reading it back, when it follows the last event
+// delivered: IDs are consecutive, so nothing of another node's lies
+// between. Otherwise the tailer reads the log (the batch with the rest).
+func (h *Hub) deliverAppended(batch []rota.Event, last uint64) {
+	first := last - uint64(len(batch)) + 1
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if first != h.last+1 || h.closed {
+		signal(h.tailWake)
+		return
+	}
+	now := h.cfg.Now()
+	for i, ev := range batch {
+		ev.ID = first + uint64(i)
+		// As the log gives it back: UTC milliseconds.
+		ev.Time = time.UnixMilli(ev.Time.UnixMilli()).UTC()
+		if !ev.RunAt.IsZero() {
+			ev.RunAt = time.UnixMilli(ev.RunAt.UnixMilli()).UTC()
+		}
+		h.deliverLocked(ev, now)
+	}
+}
+
+// tailLoop reads the Log after the last event delivered, when woken or
 // every Poll, and delivers what it finds.
-func (h *Hub) tailLoop(ctx context.Context, after uint64) {
+func (h *Hub) tailLoop(ctx context.Context) {
 	t := time.NewTimer(h.cfg.Poll)
 	defer t.Stop()
 	for {
@@ -354,24 +381,26 @@ func (h *Hub) tailLoop(ctx context.Context, after uint64) {
 		case <-h.tailWake:
 		case <-t.C:
 		}
-		after = h.catchUp(ctx, after)
+		h.catchUp(ctx)
 		t.Reset(h.cfg.Poll)
 	}
 }
 
-// catchUp delivers the Log's events after the ID after and returns the
-// last one's ID.
-func (h *Hub) catchUp(ctx context.Context, after uint64) uint64 {
+// catchUp delivers the Log's events after the last one delivered.
+func (h *Hub) catchUp(ctx context.Context) {
 	for {
+		h.mu.Lock()
+		after := h.last
+		h.mu.Unlock()
 		evs, err := h.cfg.Log.EventList(ctx, store.EventListParams{After: after, Limit: readBatch})
 		if err != nil {
 			if ctx.Err() == nil {
 				h.cfg.Logger.Warn("events: read the event log", "err", err)
 			}
-			return after
+			return
 		}
 		if len(evs) == 0 {
-			return after
+			return
 		}
 		now := h.cfg.Now()
 		h.mu.Lock()
@@ -381,9 +410,8 @@ func (h *Hub) catchUp(ctx context.Context, after uint64) uint64 {
 			}
 		}
 		h.mu.Unlock()
-		after = evs[len(evs)-1].ID
 		if len(evs) < readBatch {
-			return after
+			return
 		}
 	}
 }

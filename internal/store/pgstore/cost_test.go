@@ -68,6 +68,11 @@ func TestCostPerTask(t *testing.T) {
 		// SELECT the last run. Batch 2: INSERT tasks (the run); UPDATE
 		// schedules (state, version); COMMIT.
 		storetest.CostFire: {Statements: 7, RoundTrips: 2, Commits: 1},
+		// One statement outside a transaction (its own commit, not counted
+		// as a COMMIT): UPDATE event_seq joined with INSERT events SELECT
+		// FROM unnest. The notification to the other nodes follows from the
+		// notifier, merged with the kinds' ones.
+		storetest.CostEventAppend: {Statements: 1, RoundTrips: 1, Commits: 0},
 	})
 	// Row versions (pg_stat_user_tables). Today, updates of tasks and of
 	// runs' status are never HOT (indexed columns change); those of kinds,
@@ -88,6 +93,8 @@ func TestCostPerTask(t *testing.T) {
 		storetest.CostClaimBatch: {Inserted: storetest.CostBatch, Updated: storetest.CostBatch + 2},
 		// The run's task inserted; the schedule (state, version) updated.
 		storetest.CostFire: {Inserted: 1, Updated: 1},
+		// The events inserted; the counter row updated (usually HOT).
+		storetest.CostEventAppend: {Inserted: storetest.CostTaskEvents, Updated: 1},
 	})
 }
 

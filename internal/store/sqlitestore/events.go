@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -12,29 +13,38 @@ import (
 
 // EventAppend implements store.EventStore. The single writer orders the
 // IDs; the append rides in the writer's group commit with other writes.
+// The rows go in one INSERT whatever their number: the times and the data
+// are passed as two JSON arrays, joined by index.
 func (s *Store) EventAppend(ctx context.Context, evs []rota.Event) (uint64, error) {
 	if len(evs) == 0 {
 		return 0, nil
 	}
-	data := make([][]byte, len(evs))
+	ats := make([]int64, len(evs))
+	data := make([]string, len(evs))
 	for i, ev := range evs {
 		b, err := store.EncodeEvent(ev)
 		if err != nil {
 			return 0, err
 		}
-		data[i] = b
+		ats[i], data[i] = ms(ev.Time), string(b)
+	}
+	atsJSON, err := json.Marshal(ats)
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: append events: %w", err)
+	}
+	dataJSON, err := json.Marshal(data)
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: append events: %w", err)
 	}
 	var last int64
-	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		if err := tx.QueryRowContext(ctx, `UPDATE event_seq SET last_id = last_id + ? RETURNING last_id`, len(evs)).Scan(&last); err != nil {
 			return fmt.Errorf("sqlitestore: append events: %w", err)
 		}
-		first := last - int64(len(evs)) + 1
-		for i, ev := range evs {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO events (id, at, data) VALUES (?, ?, ?)`,
-				first+int64(i), ms(ev.Time), string(data[i])); err != nil {
-				return fmt.Errorf("sqlitestore: append events: %w", err)
-			}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO events (id, at, data)
+			SELECT ? + a.key, a.value, d.value FROM json_each(?) AS a JOIN json_each(?) AS d ON d.key = a.key`,
+			last-int64(len(evs))+1, string(atsJSON), string(dataJSON)); err != nil {
+			return fmt.Errorf("sqlitestore: append events: %w", err)
 		}
 		return nil
 	})
