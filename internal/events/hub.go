@@ -54,6 +54,7 @@ const (
 	DefaultPoll             = time.Second
 	DefaultMaxReplay        = 100_000
 	DefaultMaxPending       = 100_000
+	DefaultAppendInterval   = 20 * time.Millisecond
 )
 
 // appendBatch is the most events one append writes; readBatch the most one
@@ -107,6 +108,13 @@ type Config struct {
 	// Log; one further behind is told to reload (default
 	// DefaultMaxReplay).
 	MaxReplay int
+	// AppendInterval is the least time between two appends of the
+	// appender (default DefaultAppendInterval, 20 ms): what is published
+	// meanwhile goes in the next one. It bounds the appends to 50 a second
+	// a node whatever the load — on the embedded store each is a commit
+	// (an fsync) unless it joins other writes' — at the price of up to
+	// that much delay on the stream.
+	AppendInterval time.Duration
 	// MaxPending caps the events waiting for the appender (default
 	// DefaultMaxPending): while the store is unreachable the oldest are
 	// dropped past it, and logged.
@@ -181,6 +189,9 @@ func New(cfg Config) (*Hub, error) {
 	}
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = DefaultMaxPending
+	}
+	if cfg.AppendInterval <= 0 {
+		cfg.AppendInterval = DefaultAppendInterval
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -309,6 +320,11 @@ func (h *Hub) appendLoop(ctx context.Context) {
 			continue
 		}
 		backoff = 50 * time.Millisecond
+		select { // let the next batch gather
+		case <-ctx.Done():
+			return
+		case <-time.After(h.cfg.AppendInterval):
+		}
 	}
 }
 

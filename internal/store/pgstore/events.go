@@ -22,6 +22,13 @@ const eventsNote = "!events"
 // counter row anyway, so the commit-time lock on the notification queue
 // costs them nothing more, and a separate statement would cost each
 // append a round trip.
+//
+// It commits asynchronously (synchronous_commit off for its transaction):
+// it does not wait for its WAL flush, which the next synchronous commit of
+// any session, or the WAL writer within wal_writer_delay, does. A crash of
+// the database server can lose the events of that window — as a node's
+// crash loses the events it had not appended — and then issue their IDs
+// again; task state is never at stake.
 func (s *Store) EventAppend(ctx context.Context, evs []rota.Event) (uint64, error) {
 	if len(evs) == 0 {
 		return 0, nil
@@ -43,7 +50,8 @@ func (s *Store) EventAppend(ctx context.Context, evs []rota.Event) (uint64, erro
 			SELECT seq.last_id - $1 + e.n, e.at, e.data
 			FROM seq, unnest($2::bigint[], $3::text[]) WITH ORDINALITY AS e(at, data, n)
 		)
-		SELECT seq.last_id FROM seq, (SELECT pg_notify($4, $5)) AS note`,
+		SELECT seq.last_id FROM seq, (SELECT pg_notify($4, $5)) AS note,
+			(SELECT set_config('synchronous_commit', 'off', true)) AS async`,
 		len(evs), ats, data, s.channel, encodePayload(eventsNote, 0, s.cfg.NodeID)).Scan(&last)
 	if err != nil {
 		return 0, s.translate("append events", err)

@@ -13,26 +13,21 @@ import (
 
 // EventAppend implements store.EventStore. The single writer orders the
 // IDs; the append rides in the writer's group commit with other writes.
-// The rows go in one INSERT whatever their number: the times and the data
-// are passed as two JSON arrays, joined by index.
+// The rows go in one INSERT whatever their number, passed as one JSON
+// array of [at, data] pairs.
 func (s *Store) EventAppend(ctx context.Context, evs []rota.Event) (uint64, error) {
 	if len(evs) == 0 {
 		return 0, nil
 	}
-	ats := make([]int64, len(evs))
-	data := make([]string, len(evs))
+	rows := make([][2]any, len(evs)) // [at, data]
 	for i, ev := range evs {
 		b, err := store.EncodeEvent(ev)
 		if err != nil {
 			return 0, err
 		}
-		ats[i], data[i] = ms(ev.Time), string(b)
+		rows[i] = [2]any{ms(ev.Time), string(b)}
 	}
-	atsJSON, err := json.Marshal(ats)
-	if err != nil {
-		return 0, fmt.Errorf("sqlitestore: append events: %w", err)
-	}
-	dataJSON, err := json.Marshal(data)
+	rowsJSON, err := json.Marshal(rows)
 	if err != nil {
 		return 0, fmt.Errorf("sqlitestore: append events: %w", err)
 	}
@@ -42,8 +37,8 @@ func (s *Store) EventAppend(ctx context.Context, evs []rota.Event) (uint64, erro
 			return fmt.Errorf("sqlitestore: append events: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO events (id, at, data)
-			SELECT ? + a.key, a.value, d.value FROM json_each(?) AS a JOIN json_each(?) AS d ON d.key = a.key`,
-			last-int64(len(evs))+1, string(atsJSON), string(dataJSON)); err != nil {
+			SELECT ? + key, json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)`,
+			last-int64(len(evs))+1, string(rowsJSON)); err != nil {
 			return fmt.Errorf("sqlitestore: append events: %w", err)
 		}
 		return nil
