@@ -152,6 +152,8 @@ type Hub struct {
 	pending []rota.Event // published, not yet appended to the Log
 	lost    int          // pending events dropped since the last log line
 
+	flushMu sync.Mutex // held across a batch's take and append: batches go in order
+
 	appendWake chan struct{} // Publish → appender
 	tailWake   chan struct{} // appender, Wake → tailer
 
@@ -328,10 +330,22 @@ func (h *Hub) appendLoop(ctx context.Context) {
 	}
 }
 
-// flush appends the pending events, appendBatch at a time, and wakes the
-// tailer. On failure the batch goes back to the front of the pending
-// events.
+// Flush appends the events published so far now, without waiting for the
+// appender (measurements: a cost counted after it includes the events of
+// the work done). Without a Log it does nothing.
+func (h *Hub) Flush(ctx context.Context) error {
+	if h.cfg.Log == nil {
+		return nil
+	}
+	return h.flush(ctx)
+}
+
+// flush appends the pending events, appendBatch at a time, and delivers
+// them (or wakes the tailer). On failure the batch goes back to the front
+// of the pending events.
 func (h *Hub) flush(ctx context.Context) error {
+	h.flushMu.Lock()
+	defer h.flushMu.Unlock()
 	for {
 		h.mu.Lock()
 		k := min(len(h.pending), appendBatch)

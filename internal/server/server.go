@@ -487,14 +487,20 @@ func (s *Server) IsLeader() bool {
 }
 
 // RowWrites returns the row writes the database has counted for each of
-// the store's tables (see pgstore.Store.RowWrites); ok is false for a
-// store that cannot tell (the embedded one).
+// the store's tables (see pgstore.Store.RowWrites), after appending the
+// events published so far (so that they count with the work that made
+// them); ok is false for a store that cannot tell (the embedded one).
 func (s *Server) RowWrites(ctx context.Context) (rows map[string]storecost.Rows, ok bool, err error) {
 	rw, ok := s.store.(interface {
 		RowWrites(context.Context) (map[string]storecost.Rows, error)
 	})
 	if !ok {
 		return nil, false, nil
+	}
+	// The events of the work done so far are written first, so that
+	// their rows are counted with it.
+	if err := s.hub.Flush(ctx); err != nil {
+		return nil, true, err
 	}
 	rows, err = rw.RowWrites(ctx)
 	return rows, true, err
