@@ -395,6 +395,9 @@ func (h *Hub) deliverAppended(batch []rota.Event, last uint64) {
 		if !ev.RunAt.IsZero() {
 			ev.RunAt = time.UnixMilli(ev.RunAt.UnixMilli()).UTC()
 		}
+		if !ev.FireTime.IsZero() {
+			ev.FireTime = time.UnixMilli(ev.FireTime.UnixMilli()).UTC()
+		}
 		h.deliverLocked(ev, now)
 	}
 }

@@ -69,6 +69,8 @@ type eventData struct {
 	Attempt         int             `json:"attempt,omitempty"`
 	Message         string          `json:"message,omitempty"`
 	RunAt           int64           `json:"run_at,omitempty"` // unix ms
+	ScheduleID      string          `json:"schedule,omitempty"`
+	FireTime        int64           `json:"fire_time,omitempty"` // unix ms
 	Result          json.RawMessage `json:"result,omitempty"`
 	ResultTruncated bool            `json:"result_truncated,omitempty"`
 }
@@ -78,10 +80,14 @@ type eventData struct {
 func EncodeEvent(ev rota.Event) ([]byte, error) {
 	d := eventData{
 		Type: ev.Type, Kind: ev.Kind, TaskID: ev.TaskID, RunID: ev.RunID, WorkerID: ev.WorkerID, Status: ev.Status,
-		Attempt: ev.Attempt, Message: ev.Message, Result: ev.Result, ResultTruncated: ev.ResultTruncated,
+		Attempt: ev.Attempt, Message: ev.Message, ScheduleID: ev.ScheduleID, Result: ev.Result,
+		ResultTruncated: ev.ResultTruncated,
 	}
 	if !ev.RunAt.IsZero() {
 		d.RunAt = ev.RunAt.UnixMilli()
+	}
+	if !ev.FireTime.IsZero() {
+		d.FireTime = ev.FireTime.UnixMilli()
 	}
 	if len(d.Result) > 0 && !json.Valid(d.Result) {
 		d.Result, _ = json.Marshal(string(d.Result)) // kept readable, as a string
@@ -102,11 +108,14 @@ func DecodeEvent(id uint64, atMs int64, data []byte) (rota.Event, error) {
 	}
 	ev := rota.Event{
 		ID: id, Time: time.UnixMilli(atMs).UTC(), Type: d.Type, Kind: d.Kind, TaskID: d.TaskID, RunID: d.RunID,
-		WorkerID: d.WorkerID, Status: d.Status, Attempt: d.Attempt, Message: d.Message, Result: d.Result,
-		ResultTruncated: d.ResultTruncated,
+		WorkerID: d.WorkerID, Status: d.Status, Attempt: d.Attempt, Message: d.Message, ScheduleID: d.ScheduleID,
+		Result: d.Result, ResultTruncated: d.ResultTruncated,
 	}
 	if d.RunAt != 0 {
 		ev.RunAt = time.UnixMilli(d.RunAt).UTC()
+	}
+	if d.FireTime != 0 {
+		ev.FireTime = time.UnixMilli(d.FireTime).UTC()
 	}
 	return ev, nil
 }

@@ -24,8 +24,11 @@ func TestMigrateKeyHeld(t *testing.T) {
 	}
 	st.Close()
 	// Back to the schema before the migration, with the tasks it allowed
-	// (and without the later migration, 0008_schedule_ext).
+	// (and without the later migrations, 0008_schedule_ext and
+	// 0009_events).
 	err = sqlitestore.ExecForTest(ctx, path, `
+		DROP TABLE events;
+		DROP TABLE event_seq;
 		ALTER TABLE schedules DROP COLUMN options;
 		ALTER TABLE schedules DROP COLUMN ext_state;
 		ALTER TABLE schedules DROP COLUMN error_message;
@@ -42,7 +45,7 @@ func TestMigrateKeyHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-2); err != nil {
+	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-3); err != nil {
 		t.Fatal(err)
 	}
 	st, err = sqlitestore.New(ctx, sqlitestore.Config{Path: path})

@@ -39,7 +39,8 @@ func testEvents(t *testing.T, ns newStoreFunc) {
 				Status: rota.StatusSuccess, Attempt: 1, Message: "done", Result: json.RawMessage(`{"n":1}`)},
 			{Time: f.At(3 * time.Second), Type: rota.EventRun, Kind: "k", TaskID: "t2", Status: rota.StatusSuccess,
 				Result: truncated.Result, ResultTruncated: true},
-			{Time: f.At(4 * time.Second), Type: rota.EventKind, Kind: "k", Message: "updated"},
+			{Time: f.At(4 * time.Second), Type: rota.EventScheduleFired, Kind: "k", TaskID: "t3", ScheduleID: "s1",
+				FireTime: f.At(5 * time.Second)},
 		}
 		last, err := f.Store.EventAppend(ctx, want[:1])
 		if err != nil {
