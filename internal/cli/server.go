@@ -16,15 +16,19 @@ import (
 	"github.com/rotahq/rota/internal/server"
 )
 
+// serverFlags are the flags of rota server: the server's Config and the
+// few settings of the process around it.
+type serverFlags struct {
+	cfg        server.Config
+	durability string
+	logLevel   string
+	logFormat  string
+	grace      time.Duration
+	debug      string
+}
+
 func newServerCmd(env Env) *cobra.Command {
-	var (
-		cfg        server.Config
-		durability string
-		logLevel   string
-		logFormat  string
-		grace      time.Duration
-		debug      string
-	)
+	var sf serverFlags
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a Rota server (HTTP API, dispatcher, scheduler)",
@@ -37,78 +41,87 @@ and closes the store; a second signal stops it at once.`,
 			if err := bindEnv(cmd.Flags(), env.Getenv); err != nil {
 				return err
 			}
-			switch durability {
-			case "full":
-			case "relaxed":
-				cfg.Relaxed = true
-			default:
-				return usageError("--durability %q: want full or relaxed", durability)
-			}
-			logger, err := newLogger(env.Stderr, logLevel, logFormat)
-			if err != nil {
-				return err
-			}
-			cfg.Logger = logger
-			ctx := cmd.Context()
-			srv, err := server.New(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			if err := srv.Start(ctx); err != nil {
-				srv.Stop(context.WithoutCancel(ctx))
-				return err
-			}
-			if debug != "" {
-				stop, err := serveDebug(debug, logger.Error)
-				if err != nil {
-					srv.Stop(context.WithoutCancel(ctx))
-					return err
-				}
-				defer stop()
-				logger.Info("debug listener (pprof)", "addr", debug)
-			}
-			var serveErr error
-			select {
-			case <-ctx.Done():
-				logger.Info("shutting down")
-			case serveErr = <-srv.Err():
-			}
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
-			defer cancel()
-			if err := srv.Stop(sctx); err != nil && serveErr == nil {
-				serveErr = err
-			}
-			return serveErr
+			return sf.run(cmd.Context(), env)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
-	f.StringVar(&cfg.DataDir, "data", "./rota-data", "directory of the embedded store (rota.db)")
-	f.StringVar(&cfg.Store, "store", "sqlite", "store backend: sqlite (in --data), sqlite:PATH, or a PostgreSQL URL (postgres://user@host/db) shared by several nodes")
-	f.StringVar(&cfg.PGSchema, "pg-schema", "public", "PostgreSQL schema of Rota's tables")
-	f.StringVar(&durability, "durability", "full", "full: every acknowledged write is synced to disk; relaxed: not synced (a power loss may lose the last writes)")
-	f.Int64Var(&cfg.MaxPayload, "max-payload", 1<<20, "largest task payload accepted, in bytes")
-	f.DurationVar(&cfg.RetryBackoff, "retry-backoff", time.Second, "base of the exponential retry backoff")
-	f.DurationVar(&grace, "shutdown-timeout", 30*time.Second, "how long a graceful stop waits for in-flight requests")
-	f.StringVar(&cfg.AuthToken, "auth-token", "", "turn authentication on with this bootstrap admin token (Authorization: Bearer …); make more with rota token create. Empty: no authentication, allowed on a loopback --listen only")
-	f.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", false, "serve without authentication on a non-loopback --listen anyway (anyone who reaches it is an admin)")
-	f.StringVar(&cfg.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
-	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
-	f.DurationVar(&cfg.AuditRetention, "audit-retention", server.DefaultAuditRetention, "how long the audit log keeps its records")
-	f.DurationVar(&cfg.NoWorkerAfter, "no-worker-after", dispatch.DefaultNoWorkerAfter, "how long a kind's ready tasks may wait with no live worker before the no-worker alarm (kind.no_worker)")
-	f.DurationVar(&cfg.EventRetention, "event-retention", server.DefaultEventRetention, "how long the event log keeps events (a stream client reconnecting with an older id reloads)")
-	f.StringVar(&cfg.NodeID, "node-id", "", "this node's id in the cluster (default host-pid-random)")
-	f.StringVar(&cfg.Advertise, "advertise", "", "address other nodes and the UI show for this node (default the listen address)")
-	f.StringSliceVar(&cfg.TargetAllow, "target-allow", nil, "allow schedule targets to reach this CIDR, address, host or host:port although it is refused by default (loopback, private, link-local, CGNAT, multicast…); repeatable or comma-separated")
-	f.StringVar(&cfg.KindsFile, "kinds-file", "", "declare kinds and their settings from this file (JSON, or YAML if named *.yaml or *.yml), applied at every start: {\"kinds\": [{\"name\": \"email\", \"max_running\": 10}]}")
-	f.BoolVar(&cfg.StrictKinds, "strict-kinds", false, "refuse submits of kinds the --kinds-file does not declare")
-	f.DurationVar(&cfg.LeaderLease, "leader-lease", 5*time.Second, "leader lease: a dead leader is replaced within about this long")
-	defineLimitFlags(f, &cfg.Limits)
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
-	f.StringVar(&debug, "debug-listen", "", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off when empty (never expose it publicly)")
+	sf.define(cmd.Flags())
 	annotateEnv(cmd)
 	return cmd
+}
+
+// define defines the flags on f.
+func (sf *serverFlags) define(f *pflag.FlagSet) {
+	f.StringVar(&sf.cfg.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
+	f.StringVar(&sf.cfg.DataDir, "data", "./rota-data", "directory of the embedded store (rota.db)")
+	f.StringVar(&sf.cfg.Store, "store", "sqlite", "store backend: sqlite (in --data), sqlite:PATH, or a PostgreSQL URL (postgres://user@host/db) shared by several nodes")
+	f.StringVar(&sf.cfg.PGSchema, "pg-schema", "public", "PostgreSQL schema of Rota's tables")
+	f.StringVar(&sf.durability, "durability", "full", "full: every acknowledged write is synced to disk; relaxed: not synced (a power loss may lose the last writes)")
+	f.Int64Var(&sf.cfg.MaxPayload, "max-payload", 1<<20, "largest task payload accepted, in bytes")
+	f.DurationVar(&sf.cfg.RetryBackoff, "retry-backoff", time.Second, "base of the exponential retry backoff")
+	f.DurationVar(&sf.grace, "shutdown-timeout", 30*time.Second, "how long a graceful stop waits for in-flight requests")
+	f.StringVar(&sf.cfg.AuthToken, "auth-token", "", "turn authentication on with this bootstrap admin token (Authorization: Bearer …); make more with rota token create. Empty: no authentication, allowed on a loopback --listen only")
+	f.BoolVar(&sf.cfg.InsecureNoAuth, "insecure-no-auth", false, "serve without authentication on a non-loopback --listen anyway (anyone who reaches it is an admin)")
+	f.StringVar(&sf.cfg.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
+	f.StringVar(&sf.cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	f.DurationVar(&sf.cfg.AuditRetention, "audit-retention", server.DefaultAuditRetention, "how long the audit log keeps its records")
+	f.DurationVar(&sf.cfg.NoWorkerAfter, "no-worker-after", dispatch.DefaultNoWorkerAfter, "how long a kind's ready tasks may wait with no live worker before the no-worker alarm (kind.no_worker)")
+	f.DurationVar(&sf.cfg.EventRetention, "event-retention", server.DefaultEventRetention, "how long the event log keeps events (a stream client reconnecting with an older id reloads)")
+	f.StringVar(&sf.cfg.NodeID, "node-id", "", "this node's id in the cluster (default host-pid-random)")
+	f.StringVar(&sf.cfg.Advertise, "advertise", "", "address other nodes and the UI show for this node (default the listen address)")
+	f.StringSliceVar(&sf.cfg.TargetAllow, "target-allow", nil, "allow schedule targets to reach this CIDR, address, host or host:port although it is refused by default (loopback, private, link-local, CGNAT, multicast…); repeatable or comma-separated")
+	f.StringVar(&sf.cfg.KindsFile, "kinds-file", "", "declare kinds and their settings from this file (JSON, or YAML if named *.yaml or *.yml), applied at every start: {\"kinds\": [{\"name\": \"email\", \"max_running\": 10}]}")
+	f.BoolVar(&sf.cfg.StrictKinds, "strict-kinds", false, "refuse submits of kinds the --kinds-file does not declare")
+	f.DurationVar(&sf.cfg.LeaderLease, "leader-lease", 5*time.Second, "leader lease: a dead leader is replaced within about this long")
+	defineLimitFlags(f, &sf.cfg.Limits)
+	f.StringVar(&sf.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&sf.logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&sf.debug, "debug-listen", "", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off when empty (never expose it publicly)")
+}
+
+// run starts the server, serves until ctx ends or the server fails, then
+// stops it within the grace period.
+func (sf *serverFlags) run(ctx context.Context, env Env) error {
+	switch sf.durability {
+	case "full":
+	case "relaxed":
+		sf.cfg.Relaxed = true
+	default:
+		return usageError("--durability %q: want full or relaxed", sf.durability)
+	}
+	logger, err := newLogger(env.Stderr, sf.logLevel, sf.logFormat)
+	if err != nil {
+		return err
+	}
+	sf.cfg.Logger = logger
+	srv, err := server.New(ctx, sf.cfg)
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(ctx); err != nil {
+		srv.Stop(context.WithoutCancel(ctx))
+		return err
+	}
+	if sf.debug != "" {
+		stop, err := serveDebug(sf.debug, logger.Error)
+		if err != nil {
+			srv.Stop(context.WithoutCancel(ctx))
+			return err
+		}
+		defer stop()
+		logger.Info("debug listener (pprof)", "addr", sf.debug)
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case serveErr = <-srv.Err():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sf.grace)
+	defer cancel()
+	if err := srv.Stop(sctx); err != nil && serveErr == nil {
+		serveErr = err
+	}
+	return serveErr
 }
 
 // defineLimitFlags defines the flags of the server's resource bounds
