@@ -204,39 +204,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	pcfg, err := pgxpool.ParseConfig(cfg.URL)
+	pcfg, err := poolConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: parse URL: %w", err)
-	}
-	if cfg.MaxConns > 0 {
-		pcfg.MaxConns = int32(cfg.MaxConns)
-	}
-	if cfg.Cost != nil {
-		pcfg.ConnConfig.Tracer = costTracer{cfg.Cost}
-	}
-	rt := pcfg.ConnConfig.RuntimeParams
-	rt["search_path"] = pgx.Identifier{cfg.Schema}.Sanitize()
-	if rt["application_name"] == "" {
-		rt["application_name"] = "rota"
-	}
-	if rt["plan_cache_mode"] == "" {
-		// Every statement of the store is a parameterized index lookup
-		// whose best plan does not depend on the values. With custom plans
-		// PostgreSQL would plan the claim's pick again at each execution
-		// (LIMIT $n makes the generic plan look dearer than it is), and
-		// planning probes the ends of tasks_ready, which is slow while
-		// claimed tasks' dead entries wait for vacuum.
-		rt["plan_cache_mode"] = "force_generic_plan"
-	}
-	if rt["idle_in_transaction_session_timeout"] == "" {
-		// Every transaction of the store runs its statements back to back.
-		// One left open by a process that stopped mid-transaction (SIGSTOP,
-		// a frozen VM) would hold its row locks for as long as the TCP
-		// connection lives: the leader row's FOR SHARE lock of a fenced
-		// write would then block every election until the process resumed.
-		// PostgreSQL ends such a session after this long, its transaction
-		// rolled back, so another node can take over.
-		rt["idle_in_transaction_session_timeout"] = "5s"
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
@@ -277,6 +247,46 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		go s.inserter()
 	}
 	return s, nil
+}
+
+// poolConfig is the pool configuration of cfg: its URL, with the session
+// settings every connection of the store needs (unless the URL sets them).
+func poolConfig(cfg Config) (*pgxpool.Config, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: parse URL: %w", err)
+	}
+	if cfg.MaxConns > 0 {
+		pcfg.MaxConns = int32(cfg.MaxConns)
+	}
+	if cfg.Cost != nil {
+		pcfg.ConnConfig.Tracer = costTracer{cfg.Cost}
+	}
+	rt := pcfg.ConnConfig.RuntimeParams
+	rt["search_path"] = pgx.Identifier{cfg.Schema}.Sanitize()
+	if rt["application_name"] == "" {
+		rt["application_name"] = "rota"
+	}
+	if rt["plan_cache_mode"] == "" {
+		// Every statement of the store is a parameterized index lookup
+		// whose best plan does not depend on the values. With custom plans
+		// PostgreSQL would plan the claim's pick again at each execution
+		// (LIMIT $n makes the generic plan look dearer than it is), and
+		// planning probes the ends of tasks_ready, which is slow while
+		// claimed tasks' dead entries wait for vacuum.
+		rt["plan_cache_mode"] = "force_generic_plan"
+	}
+	if rt["idle_in_transaction_session_timeout"] == "" {
+		// Every transaction of the store runs its statements back to back.
+		// One left open by a process that stopped mid-transaction (SIGSTOP,
+		// a frozen VM) would hold its row locks for as long as the TCP
+		// connection lives: the leader row's FOR SHARE lock of a fenced
+		// write would then block every election until the process resumed.
+		// PostgreSQL ends such a session after this long, its transaction
+		// rolled back, so another node can take over.
+		rt["idle_in_transaction_session_timeout"] = "5s"
+	}
+	return pcfg, nil
 }
 
 // channelName is the notification channel of a schema: "rota." + schema,
