@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/rotaapi"
 )
 
 // ErrEventsReset is yielded by Subscribe when the cluster no longer keeps
@@ -32,24 +33,6 @@ const (
 	maxEventsBackoff   = 30 * time.Second
 )
 
-// eventWire is an event of the stream.
-type eventWire struct {
-	ID       uint64         `json:"id"`
-	Time     int64          `json:"time"` // unix ms
-	Type     rota.EventType `json:"type"`
-	Kind     string         `json:"kind"`
-	TaskID   string         `json:"task_id"`
-	RunID    string         `json:"run_id"`
-	WorkerID string         `json:"worker_id"`
-	Status   rota.Status    `json:"status"`
-	Attempt  int            `json:"attempt"`
-	Message  string         `json:"message"`
-	RunAt    int64          `json:"run_at"` // unix ms, on run starts
-	// Result and ResultTruncated: a finished run's (or task's) result.
-	Result          json.RawMessage `json:"result"`
-	ResultTruncated bool            `json:"result_truncated"`
-}
-
 func fromUnixMilli(ms int64) time.Time {
 	if ms == 0 {
 		return time.Time{}
@@ -57,12 +40,17 @@ func fromUnixMilli(ms int64) time.Time {
 	return time.UnixMilli(ms).UTC()
 }
 
-func (w *eventWire) event() rota.Event {
-	return rota.Event{
+// eventOf is the event w of the stream.
+func eventOf(w *rotaapi.Event) rota.Event {
+	ev := rota.Event{
 		ID: w.ID, Time: fromUnixMilli(w.Time), Type: w.Type, Kind: w.Kind, TaskID: w.TaskID, RunID: w.RunID,
 		WorkerID: w.WorkerID, Status: w.Status, Attempt: w.Attempt, Message: w.Message, RunAt: fromUnixMilli(w.RunAt),
-		Result: w.Result, ResultTruncated: w.ResultTruncated,
+		ScheduleID: w.ScheduleID, Result: w.Result, ResultTruncated: w.ResultTruncated,
 	}
+	if w.FireTime != 0 {
+		ev.FireTime = time.Unix(w.FireTime, 0).UTC()
+	}
+	return ev
 }
 
 // EventFilter selects the events SubscribeFilter delivers; the server
@@ -256,12 +244,12 @@ func (s *eventStream) read(body io.Reader) error {
 func (s *eventStream) dispatch(event, data string) bool {
 	switch event {
 	case "", "message":
-		var w eventWire
+		var w rotaapi.Event
 		if err := json.Unmarshal([]byte(data), &w); err != nil {
 			// Not an event this client understands: skip it.
 			return true
 		}
-		return s.yield(w.event(), nil)
+		return s.yield(eventOf(&w), nil)
 	case "reset":
 		return s.yield(rota.Event{}, ErrEventsReset)
 	}

@@ -2,6 +2,7 @@ package rotaclient_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/dispatch"
@@ -242,5 +245,32 @@ func TestSubscribeSeesTaskLifecycle(t *testing.T) {
 			t.Fatalf("run start = %+v", ev)
 		}
 		i++
+	}
+}
+
+// TestSubscribeCarriesEveryField: an event crosses the stream with every
+// field the server sends (both sides use rotaapi.Event), the schedule's
+// and the result's included.
+func TestSubscribeCarriesEveryField(t *testing.T) {
+	t.Parallel()
+	hub, _, c := eventServer(t, events.Config{FirstID: 500, Retry: 20 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fire := time.Unix(1_800_000_000, 0).UTC()
+	at := time.UnixMilli(1_800_000_000_123).UTC()
+	want := rota.Event{Type: rota.EventRun, Kind: "report", TaskID: "t1", RunID: "r1", WorkerID: "w1",
+		Status: rota.StatusSuccess, Attempt: 2, Message: "done", ScheduleID: "s1", FireTime: fire,
+		Result: json.RawMessage(`{"rows":3}`), Time: at}
+	hub.Publish(want)
+	// Resume after 499: the stream replays the event published as 500.
+	next, stop := iterPull(c.Subscribe(ctx, nil, 499), cancel)
+	defer stop()
+	got, err := next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.ID = got.ID
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("event (-published +received):\n%s", diff)
 	}
 }

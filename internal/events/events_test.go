@@ -20,6 +20,7 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/events"
+	"github.com/rotahq/rota/rotaapi"
 )
 
 // message is one server-sent message as a client sees it.
@@ -133,9 +134,9 @@ func (b *bundle) open(t *testing.T, ctx context.Context, query, lastID string) (
 	return resp, newReader(resp.Body)
 }
 
-func decode(t *testing.T, m message) events.EventJSON {
+func decode(t *testing.T, m message) rotaapi.Event {
 	t.Helper()
-	var ev events.EventJSON
+	var ev rotaapi.Event
 	if err := json.Unmarshal([]byte(m.data), &ev); err != nil {
 		t.Fatalf("data %q: %v", m.data, err)
 	}
@@ -173,7 +174,7 @@ func TestThousandEventsInOrderAcrossReconnect(t *testing.T) {
 		}
 	}()
 
-	var got []events.EventJSON
+	var got []rotaapi.Event
 	for len(got) < 400 {
 		m, err := rd.nextEvent()
 		if err != nil {

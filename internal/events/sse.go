@@ -11,42 +11,12 @@ import (
 	"time"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/rotaapi"
 )
 
-// EventJSON is an event as the stream (GET /api/events) sends it in the
-// data line of each message. Instants are unix milliseconds.
-type EventJSON struct {
-	ID       uint64         `json:"id"`
-	Time     int64          `json:"time"` // unix milliseconds
-	Type     rota.EventType `json:"type"` // task, run, kind or worker
-	Kind     string         `json:"kind"`
-	TaskID   string         `json:"task_id"`
-	RunID    string         `json:"run_id"`
-	WorkerID string         `json:"worker_id"`
-	Status   rota.Status    `json:"status"` // the task's for task events, the run's for run events
-	Attempt  int            `json:"attempt"`
-	Message  string         `json:"message"`
-	// RunAt is the task's ready time (unix ms) on run-start events, else
-	// absent.
-	RunAt int64 `json:"run_at,omitempty"`
-	// ScheduleID and FireTime (unix seconds) name the schedule and nominal
-	// fire time of a task fired by a schedule (task, schedule.fired and
-	// schedule.skipped events); absent otherwise.
-	ScheduleID string `json:"schedule_id,omitempty"`
-	FireTime   int64  `json:"fire_time,omitempty"`
-	// Name is the event's type and status word, as "task.succeeded"
-	// (rota.Event.Name): what the types parameter filters on.
-	Name string `json:"name"`
-	// Result is the result of a run that ended with one (JSON), on its run
-	// event; longer than 4 KiB, it is the first 4 KiB as a JSON string and
-	// ResultTruncated is true. Absent otherwise.
-	Result          json.RawMessage `json:"result,omitempty"`
-	ResultTruncated bool            `json:"result_truncated,omitempty"`
-}
-
 // ToJSON returns the wire form of ev.
-func ToJSON(ev rota.Event) EventJSON {
-	out := EventJSON{
+func ToJSON(ev rota.Event) rotaapi.Event {
+	out := rotaapi.Event{
 		ID: ev.ID, Time: unixMilli(ev.Time), Type: ev.Type, Kind: ev.Kind, TaskID: ev.TaskID, RunID: ev.RunID,
 		WorkerID: ev.WorkerID, Status: ev.Status, Attempt: ev.Attempt, Message: ev.Message, Name: ev.Name(),
 		Result: ev.Result, ResultTruncated: ev.ResultTruncated,
@@ -67,11 +37,6 @@ func unixMilli(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-// resetJSON is the data of a reset message.
-type resetJSON struct {
-	LastID uint64 `json:"last_id"`
-}
-
 // maxBatch is how many queued events a stream writes before it flushes.
 const maxBatch = 256
 
@@ -89,7 +54,7 @@ const maxBatch = 256
 // its state.
 //
 // Each event is a message without an event name whose id is the event's ID
-// and whose data is its EventJSON. The stream begins with a retry hint and
+// and whose data is its rotaapi.Event. The stream begins with a retry hint and
 // the current position (an id line with no data), repeats the position in
 // a comment-and-id heartbeat every Config.Heartbeat, and ends when the
 // client goes away, when the subscriber falls too far behind (the client
@@ -219,7 +184,7 @@ func (s *sseWriter) writeRetry(d time.Duration) {
 // subscription, matching or not.
 func (s *sseWriter) writeReplay(rep Replay) {
 	if rep.Reset {
-		data, _ := json.Marshal(resetJSON{LastID: rep.LastID})
+		data, _ := json.Marshal(rotaapi.EventReset{LastID: rep.LastID})
 		s.bw.WriteString("event: reset\nid: ")
 		s.bw.WriteString(strconv.FormatUint(rep.LastID, 10))
 		s.bw.WriteString("\ndata: ")
@@ -235,7 +200,7 @@ func (s *sseWriter) writeReplay(rep Replay) {
 }
 
 // writeEvent writes ev as a message whose id is its ID and whose data is
-// its EventJSON.
+// its rotaapi.Event.
 func (s *sseWriter) writeEvent(ev rota.Event) {
 	s.enc.Reset()
 	_ = json.NewEncoder(&s.enc).Encode(ToJSON(ev)) // cannot fail: plain fields
