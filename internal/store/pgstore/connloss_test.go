@@ -22,6 +22,7 @@ type tcpProxy struct {
 	target string
 	mu     sync.Mutex
 	conns  []net.Conn
+	cutOff bool // set by cut: a connection accepted just before is closed at once
 	wg     sync.WaitGroup
 }
 
@@ -44,6 +45,15 @@ func startProxy(t *testing.T, listen, target string) *tcpProxy {
 				continue
 			}
 			p.mu.Lock()
+			if p.cutOff {
+				// Accepted as cut closed the listener: cut has already
+				// closed the connections it knew, so close this one here
+				// (else its copies would wait forever, and so would cut).
+				p.mu.Unlock()
+				c.Close()
+				u.Close()
+				return
+			}
 			p.conns = append(p.conns, c, u)
 			p.mu.Unlock()
 			p.wg.Go(func() { io.Copy(u, c); u.Close() })
@@ -57,6 +67,7 @@ func startProxy(t *testing.T, listen, target string) *tcpProxy {
 func (p *tcpProxy) cut() {
 	p.ln.Close()
 	p.mu.Lock()
+	p.cutOff = true
 	for _, c := range p.conns {
 		c.Close()
 	}
