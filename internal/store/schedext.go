@@ -3,6 +3,8 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rotahq/rota"
@@ -149,4 +151,136 @@ func (r *ScheduleRow) Schedule() (*rota.Schedule, error) {
 	s.CreatedAt, s.UpdatedAt, s.HighWater, s.NextFire = FromMillis(r.created), FromMillis(r.updated), FromMillis(r.hw), FromMillis(r.next)
 	s.PlanAt, s.EndedAt = FromMillis(r.planAt), FromMillis(r.endAt)
 	return &s, nil
+}
+
+// ScheduleJSONValues returns the plan and target columns of s: JSON text,
+// or nil (NULL) when s has none.
+func ScheduleJSONValues(s *rota.Schedule) (plan, target any, err error) {
+	if s.Plan != nil {
+		b, err := json.Marshal(s.Plan)
+		if err != nil {
+			return nil, nil, fmt.Errorf("encode plan: %w", err)
+		}
+		plan = string(b)
+	}
+	if s.Target != nil {
+		b, err := json.Marshal(s.Target)
+		if err != nil {
+			return nil, nil, fmt.Errorf("encode target: %w", err)
+		}
+		target = string(b)
+	}
+	return plan, target, nil
+}
+
+// DefaultScheduleListLimit is the page size of ScheduleList and
+// ScheduleRuns when the caller gives none.
+const DefaultScheduleListLimit = 100
+
+// ScheduleListLimit is the page size of a requested limit: limit, or
+// DefaultScheduleListLimit when it is not positive.
+func ScheduleListLimit(limit int) int {
+	if limit <= 0 {
+		return DefaultScheduleListLimit
+	}
+	return limit
+}
+
+// ScheduleListQuery is the statement of a ScheduleList page: the
+// undeleted schedules in p's state, newest (highest id) first, after p's
+// cursor, reading ScheduleColumns plus one row past the page so that
+// ScheduleListPage can tell whether another page follows. placeholder
+// renders the n-th argument (from 1) in the backend's dialect. limit is
+// the page size to hand to ScheduleListPage.
+func ScheduleListQuery(p ScheduleListParams, placeholder func(n int) string) (query string, args []any, limit int) {
+	limit = ScheduleListLimit(p.Limit)
+	query = `SELECT ` + ScheduleColumns + ` FROM schedules WHERE NOT deleted` + ScheduleStateFilter(p.State)
+	if p.Cursor != "" {
+		args = append(args, p.Cursor)
+		query += ` AND id < ` + placeholder(len(args))
+	}
+	args = append(args, limit+1)
+	query += ` ORDER BY id DESC LIMIT ` + placeholder(len(args))
+	return query, args, limit
+}
+
+// ScheduleListPage makes the page of a ScheduleList from the rows read
+// (up to limit+1, newest first): at most limit schedules, and the cursor
+// of the next page when there are more.
+func ScheduleListPage(scheds []rota.Schedule, limit int) ScheduleListResult {
+	res := ScheduleListResult{Schedules: scheds}
+	if len(scheds) > limit {
+		res.Schedules = scheds[:limit]
+		res.NextCursor = res.Schedules[limit-1].ID
+	}
+	return res
+}
+
+// ScheduleRunsPage makes the page of a ScheduleRuns from the rows read (up
+// to limit+1, latest fire time first): at most limit runs, and the cursor
+// of the next page when there are more.
+func ScheduleRunsPage(runs []rota.ScheduleRun, limit int) ScheduleRunsResult {
+	res := ScheduleRunsResult{Runs: runs}
+	if len(runs) > limit {
+		res.Runs = runs[:limit]
+		res.NextCursor = scheduleRunsCursor(&res.Runs[limit-1])
+	}
+	return res
+}
+
+// scheduleRunsCursor encodes a position of ScheduleRuns: fire time (unix
+// ms) and task id.
+func scheduleRunsCursor(r *rota.ScheduleRun) string {
+	return strconv.FormatInt(Millis(r.FireTime), 10) + "-" + r.TaskID
+}
+
+// ParseScheduleRunsCursor decodes the cursor of a ScheduleRuns page into
+// its fire time (unix ms) and task id; a clear rota.ErrInvalid on the
+// field cursor when it is not one.
+func ParseScheduleRunsCursor(c string) (fireTime int64, taskID string, err error) {
+	f, id, ok := strings.Cut(c, "-")
+	n, err := strconv.ParseInt(f, 10, 64)
+	if !ok || err != nil || !rota.ValidID(id) {
+		return 0, "", rota.Invalid("cursor", "must be the next_cursor of a previous page, got %q", c)
+	}
+	return n, id, nil
+}
+
+// OpenRun returns a copy of the run id among open; nil if it is not there
+// (or id is empty).
+func OpenRun(open []rota.ScheduleRun, id string) *rota.ScheduleRun {
+	if id == "" {
+		return nil
+	}
+	for i := range open {
+		if open[i].TaskID == id {
+			r := open[i]
+			return &r
+		}
+	}
+	return nil
+}
+
+// RunAtMillis is when the run becomes claimable (unix ms): RunAt, or now
+// when it is zero.
+func (in *ScheduleRunInsert) RunAtMillis(now int64) int64 {
+	if in.RunAt.IsZero() {
+		return now
+	}
+	return Millis(in.RunAt)
+}
+
+// NewScheduleRun is the run stored for in, of schedule id, at now (unix
+// ms): skipped runs are stored SKIPPED, ended at max(now, fire time), and
+// never held.
+func NewScheduleRun(id string, in *ScheduleRunInsert, now int64) rota.ScheduleRun {
+	r := rota.ScheduleRun{
+		TaskID: in.TaskID, ScheduleID: id, FireTime: FromMillis(Millis(in.FireTime)), Attempt: in.Attempt,
+		Status: rota.StatusScheduled, Reason: in.Skip, Triggered: in.Triggered, Held: in.Held,
+		CreatedAt: FromMillis(now), Message: in.Message,
+	}
+	if in.Skip != "" {
+		r.Status, r.Held, r.EndTime = rota.StatusSkipped, false, FromMillis(max(now, Millis(in.FireTime)))
+	}
+	return r
 }

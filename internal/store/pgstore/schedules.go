@@ -2,11 +2,9 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -48,29 +46,13 @@ func scanSchedule(row pgx.Row, extra ...any) (*rota.Schedule, error) {
 	return r.Schedule()
 }
 
-// jsonOf is v encoded, or NULL when absent.
-func jsonOf(v any, present bool) (any, error) {
-	if !present {
-		return nil, nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return string(b), nil
-}
-
 // scheduleArgs returns the configuration columns of s ($1..$16 of
 // insertScheduleSQL and updateScheduleSQL) then its state columns
 // ($17..$27).
 func scheduleArgs(s *rota.Schedule) ([]any, error) {
-	plan, err := jsonOf(s.Plan, s.Plan != nil)
+	plan, target, err := store.ScheduleJSONValues(s)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: encode plan: %w", err)
-	}
-	target, err := jsonOf(s.Target, s.Target != nil)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: encode target: %w", err)
+		return nil, fmt.Errorf("pgstore: %w", err)
 	}
 	st := &s.ScheduleState
 	return []any{s.Name, s.Kind, s.Priority.Level(), nullJSON(s.Payload), s.CronExpr, s.Timezone, plan,
@@ -164,17 +146,8 @@ func (s *Store) ScheduleGetByName(ctx context.Context, name string) (*rota.Sched
 
 // ScheduleList implements store.ScheduleStore.
 func (s *Store) ScheduleList(ctx context.Context, p store.ScheduleListParams) (store.ScheduleListResult, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	q := `SELECT ` + scheduleCols + ` FROM schedules WHERE NOT deleted` + store.ScheduleStateFilter(p.State)
-	args := []any{limit + 1}
-	if p.Cursor != "" {
-		q += ` AND id < $2`
-		args = append(args, p.Cursor)
-	}
-	rows, err := s.pool.Query(ctx, q+` ORDER BY id DESC LIMIT $1`, args...)
+	q, args, limit := store.ScheduleListQuery(p, func(n int) string { return "$" + strconv.Itoa(n) })
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return store.ScheduleListResult{}, s.translate("list schedules", err)
 	}
@@ -188,12 +161,7 @@ func (s *Store) ScheduleList(ctx context.Context, p store.ScheduleListParams) (s
 	if err != nil {
 		return store.ScheduleListResult{}, s.translate("list schedules", err)
 	}
-	res := store.ScheduleListResult{Schedules: scheds}
-	if len(res.Schedules) > limit {
-		res.Schedules = res.Schedules[:limit]
-		res.NextCursor = res.Schedules[limit-1].ID
-	}
-	return res, nil
+	return store.ScheduleListPage(scheds, limit), nil
 }
 
 // ScheduleUpdate implements store.ScheduleStore.
@@ -567,7 +535,7 @@ func (w *fireRows) addItem(i int, sc *rota.Schedule, dec *store.ScheduleDecision
 	var lastFix, planFix bool
 	for k := range dec.Runs {
 		in := &dec.Runs[k]
-		r := newRun(sc.ID, in, now)
+		r := store.NewScheduleRun(sc.ID, in, now)
 		it.runs = append(it.runs, r)
 		w.addRun(i, sc, in, &r, now)
 		if !in.Triggered {
@@ -617,10 +585,7 @@ func (w *fireRows) addItem(i int, sc *rota.Schedule, dec *store.ScheduleDecision
 
 // addRun adds the insert of run r (of item i) to w.
 func (w *fireRows) addRun(i int, sc *rota.Schedule, in *store.ScheduleRunInsert, r *rota.ScheduleRun, now int64) {
-	runAt := now
-	if !in.RunAt.IsZero() {
-		runAt = ms(in.RunAt)
-	}
+	runAt := in.RunAtMillis(now)
 	w.runID = append(w.runID, in.TaskID)
 	w.runSched = append(w.runSched, sc.ID)
 	w.runSkip = append(w.runSkip, string(in.Skip))
@@ -638,33 +603,13 @@ func (w *fireRows) addRun(i int, sc *rota.Schedule, in *store.ScheduleRunInsert,
 
 // runNamed returns the run id among open, else among named; nil if none.
 func runNamed(open []rota.ScheduleRun, named map[string]rota.ScheduleRun, id string) *rota.ScheduleRun {
-	if id == "" {
-		return nil
-	}
-	for i := range open {
-		if open[i].TaskID == id {
-			r := open[i]
-			return &r
-		}
+	if r := store.OpenRun(open, id); r != nil || id == "" {
+		return r
 	}
 	if r, ok := named[id]; ok {
 		return &r
 	}
 	return nil
-}
-
-// newRun is the run stored for in, of schedule id, at now (unix ms): skipped
-// runs are stored SKIPPED, ended at max(now, fire time), and never held.
-func newRun(id string, in *store.ScheduleRunInsert, now int64) rota.ScheduleRun {
-	r := rota.ScheduleRun{
-		TaskID: in.TaskID, ScheduleID: id, FireTime: tm(ms(in.FireTime)), Attempt: in.Attempt,
-		Status: rota.StatusScheduled, Reason: in.Skip, Triggered: in.Triggered, Held: in.Held,
-		CreatedAt: tm(now), Message: in.Message,
-	}
-	if in.Skip != "" {
-		r.Status, r.Held, r.EndTime = rota.StatusSkipped, false, tm(max(now, ms(in.FireTime)))
-	}
-	return r
 }
 
 // insertRunsSQL inserts runs given as column arrays ($1..$11), taking the
@@ -829,7 +774,7 @@ func (s *Store) ScheduleTrigger(ctx context.Context, p store.ScheduleTriggerPara
 		}
 		now := ms(p.Now)
 		in := store.ScheduleRunInsert{TaskID: p.TaskID, FireTime: tm(now), Attempt: 1, Triggered: true}
-		r := newRun(p.ID, &in, now)
+		r := store.NewScheduleRun(p.ID, &in, now)
 		w := fireRows{
 			kinds: []string{kind}, runID: []string{p.TaskID}, runSched: []string{p.ID}, runSkip: []string{""},
 			runMsg: []string{""}, runFire: []int64{now}, runAt: []int64{now}, runEnd: []int64{0}, runNow: []int64{now},
@@ -847,28 +792,10 @@ func (s *Store) ScheduleTrigger(ctx context.Context, p store.ScheduleTriggerPara
 	return out, nil
 }
 
-// runsCursor encodes a position of ScheduleRuns: fire time (ms) and task
-// id, as sqlitestore does.
-func runsCursor(r *rota.ScheduleRun) string {
-	return strconv.FormatInt(ms(r.FireTime), 10) + "-" + r.TaskID
-}
-
-func parseRunsCursor(c string) (int64, string, error) {
-	f, id, ok := strings.Cut(c, "-")
-	n, err := strconv.ParseInt(f, 10, 64)
-	if !ok || err != nil || !rota.ValidID(id) {
-		return 0, "", rota.Invalid("cursor", "must be the next_cursor of a previous page, got %q", c)
-	}
-	return n, id, nil
-}
-
 // ScheduleRuns implements store.ScheduleStore: a range scan of
 // tasks_schedule_runs, backwards.
 func (s *Store) ScheduleRuns(ctx context.Context, p store.ScheduleRunsParams) (store.ScheduleRunsResult, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
+	limit := store.ScheduleListLimit(p.Limit)
 	q := `SELECT ` + schedRunCols + ` FROM tasks WHERE schedule_id = $1 AND schedule_id <> ''`
 	args := []any{p.ScheduleID, limit + 1}
 	if p.Status != "" {
@@ -876,7 +803,7 @@ func (s *Store) ScheduleRuns(ctx context.Context, p store.ScheduleRunsParams) (s
 		q += ` AND status = $` + strconv.Itoa(len(args))
 	}
 	if p.Cursor != "" {
-		f, id, err := parseRunsCursor(p.Cursor)
+		f, id, err := store.ParseScheduleRunsCursor(p.Cursor)
 		if err != nil {
 			return store.ScheduleRunsResult{}, err
 		}
@@ -891,12 +818,7 @@ func (s *Store) ScheduleRuns(ctx context.Context, p store.ScheduleRunsParams) (s
 	if err != nil {
 		return store.ScheduleRunsResult{}, s.translate("schedule runs", err)
 	}
-	res := store.ScheduleRunsResult{Runs: runs}
-	if len(res.Runs) > limit {
-		res.Runs = res.Runs[:limit]
-		res.NextCursor = runsCursor(&res.Runs[limit-1])
-	}
-	return res, nil
+	return store.ScheduleRunsPage(runs, limit), nil
 }
 
 // ScheduleOpenRuns implements store.ScheduleStore: one statement, a range

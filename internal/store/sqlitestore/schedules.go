@@ -3,11 +3,8 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
@@ -25,27 +22,12 @@ func scanSchedule(sc scanner) (*rota.Schedule, error) {
 	return r.Schedule()
 }
 
-func jsonOrNull(v any, present bool) (any, error) {
-	if !present {
-		return nil, nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return string(b), nil
-}
-
 // scheduleConfigArgs returns the configuration columns of s in the order of
 // the insert and update statements.
 func scheduleConfigArgs(s *rota.Schedule) ([]any, error) {
-	plan, err := jsonOrNull(s.Plan, s.Plan != nil)
+	plan, target, err := store.ScheduleJSONValues(s)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: encode plan: %w", err)
-	}
-	target, err := jsonOrNull(s.Target, s.Target != nil)
-	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: encode target: %w", err)
+		return nil, fmt.Errorf("sqlitestore: %w", err)
 	}
 	return []any{s.Name, s.Kind, s.Priority.Level(), string(s.Payload), s.CronExpr, s.Timezone, plan,
 		boolInt(s.Enabled), s.MaxConcurrency, string(s.ConcurrencyPolicy), string(s.OverlapAction),
@@ -142,39 +124,24 @@ func (s *Store) ScheduleGetByName(ctx context.Context, name string) (*rota.Sched
 
 // ScheduleList implements store.ScheduleStore.
 func (s *Store) ScheduleList(ctx context.Context, p store.ScheduleListParams) (store.ScheduleListResult, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	q := `SELECT ` + scheduleCols + ` FROM schedules WHERE deleted = 0` + store.ScheduleStateFilter(p.State)
-	args := []any{}
-	if p.Cursor != "" {
-		q += ` AND id < ?`
-		args = append(args, p.Cursor)
-	}
-	q += ` ORDER BY id DESC LIMIT ?`
-	args = append(args, limit+1)
+	q, args, limit := store.ScheduleListQuery(p, func(int) string { return "?" })
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return store.ScheduleListResult{}, fmt.Errorf("sqlitestore: list schedules: %w", err)
 	}
 	defer rows.Close()
-	var res store.ScheduleListResult
+	var scheds []rota.Schedule
 	for rows.Next() {
 		sc, err := scanSchedule(rows)
 		if err != nil {
 			return store.ScheduleListResult{}, fmt.Errorf("sqlitestore: scan schedule: %w", err)
 		}
-		res.Schedules = append(res.Schedules, *sc)
+		scheds = append(scheds, *sc)
 	}
 	if err := rows.Err(); err != nil {
 		return store.ScheduleListResult{}, fmt.Errorf("sqlitestore: list schedules: %w", err)
 	}
-	if len(res.Schedules) > limit {
-		res.Schedules = res.Schedules[:limit]
-		res.NextCursor = res.Schedules[limit-1].ID
-	}
-	return res, nil
+	return store.ScheduleListPage(scheds, limit), nil
 }
 
 // ScheduleUpdate implements store.ScheduleStore.
@@ -328,14 +295,8 @@ func openRuns(ctx context.Context, q queryer, scheduleID string) ([]rota.Schedul
 
 // runNamed returns the run id among open, else reads it.
 func runNamed(ctx context.Context, tx *wtx, open []rota.ScheduleRun, id string) (*rota.ScheduleRun, error) {
-	if id == "" {
-		return nil, nil
-	}
-	for i := range open {
-		if open[i].TaskID == id {
-			r := open[i]
-			return &r, nil
-		}
+	if r := store.OpenRun(open, id); r != nil || id == "" {
+		return r, nil
 	}
 	return getScheduleRun(ctx, tx, id)
 }
@@ -370,20 +331,10 @@ const insertRunSQL = `INSERT INTO tasks (id, kind, level, payload, status, done,
 // insertRun stores one run of sc; inserted is false when its (schedule,
 // fire time) already has one.
 func insertRun(ctx context.Context, tx *wtx, sc *rota.Schedule, in *store.ScheduleRunInsert, now int64) (*rota.ScheduleRun, bool, error) {
-	r := &rota.ScheduleRun{
-		TaskID: in.TaskID, ScheduleID: sc.ID, FireTime: tm(ms(in.FireTime)), Attempt: in.Attempt,
-		Status: rota.StatusScheduled, Reason: in.Skip, Triggered: in.Triggered, Held: in.Held,
-		CreatedAt: tm(now), Message: in.Message,
-	}
-	done, avail, end := 0, 1, int64(0)
-	runAt := now
-	if !in.RunAt.IsZero() {
-		runAt = ms(in.RunAt)
-	}
+	r := store.NewScheduleRun(sc.ID, in, now)
+	done, avail := 0, 1
 	switch {
 	case in.Skip != "":
-		end = max(now, ms(in.FireTime))
-		r.Status, r.Held, r.EndTime = rota.StatusSkipped, false, tm(end)
 		done, avail = 1, 0
 	case in.Held:
 		avail = 0
@@ -394,15 +345,15 @@ func insertRun(ctx context.Context, tx *wtx, sc *rota.Schedule, in *store.Schedu
 	}
 	res, err := tx.ExecContext(ctx, insertRunSQL, in.TaskID, sc.Kind, sc.Priority.Level(), string(sc.Payload),
 		string(r.Status), done, avail, workerIDsValue(workerIDs), boolInt(len(workerIDs) > 0), sc.TimeoutSeconds,
-		store.DefaultHeartbeatTimeout, now, runAt, end, in.Message, sc.ID, ms(in.FireTime), now, in.Attempt,
-		string(in.Skip), boolInt(in.Triggered), boolInt(r.Held))
+		store.DefaultHeartbeatTimeout, now, in.RunAtMillis(now), ms(r.EndTime), in.Message, sc.ID, ms(in.FireTime),
+		now, in.Attempt, string(in.Skip), boolInt(in.Triggered), boolInt(r.Held))
 	if err != nil {
 		return nil, false, fmt.Errorf("sqlitestore: insert run of schedule %s: %w", sc.ID, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil, false, nil
 	}
-	return r, true, nil
+	return &r, true, nil
 }
 
 func fireOne(ctx context.Context, tx *wtx, p *store.ScheduleFireParams) (store.ScheduleFireResult, error) {
@@ -545,26 +496,9 @@ func (s *Store) ScheduleTrigger(ctx context.Context, p store.ScheduleTriggerPara
 	return out, err
 }
 
-// runsCursor encodes a position of ScheduleRuns: fire time (ms) and task id.
-func runsCursor(r *rota.ScheduleRun) string {
-	return strconv.FormatInt(ms(r.FireTime), 10) + "-" + r.TaskID
-}
-
-func parseRunsCursor(c string) (int64, string, error) {
-	f, id, ok := strings.Cut(c, "-")
-	n, err := strconv.ParseInt(f, 10, 64)
-	if !ok || err != nil || !rota.ValidID(id) {
-		return 0, "", rota.Invalid("cursor", "must be the next_cursor of a previous page, got %q", c)
-	}
-	return n, id, nil
-}
-
 // ScheduleRuns implements store.ScheduleStore.
 func (s *Store) ScheduleRuns(ctx context.Context, p store.ScheduleRunsParams) (store.ScheduleRunsResult, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
+	limit := store.ScheduleListLimit(p.Limit)
 	q := `SELECT ` + schedRunCols + ` FROM tasks WHERE schedule_id = ? AND schedule_id <> ''`
 	args := []any{p.ScheduleID}
 	if p.Status != "" {
@@ -572,7 +506,7 @@ func (s *Store) ScheduleRuns(ctx context.Context, p store.ScheduleRunsParams) (s
 		args = append(args, string(p.Status))
 	}
 	if p.Cursor != "" {
-		f, id, err := parseRunsCursor(p.Cursor)
+		f, id, err := store.ParseScheduleRunsCursor(p.Cursor)
 		if err != nil {
 			return store.ScheduleRunsResult{}, err
 		}
@@ -586,22 +520,18 @@ func (s *Store) ScheduleRuns(ctx context.Context, p store.ScheduleRunsParams) (s
 		return store.ScheduleRunsResult{}, fmt.Errorf("sqlitestore: schedule runs: %w", err)
 	}
 	defer rows.Close()
-	var res store.ScheduleRunsResult
+	var runs []rota.ScheduleRun
 	for rows.Next() {
 		r, err := scanScheduleRun(rows)
 		if err != nil {
 			return store.ScheduleRunsResult{}, fmt.Errorf("sqlitestore: scan run: %w", err)
 		}
-		res.Runs = append(res.Runs, *r)
+		runs = append(runs, *r)
 	}
 	if err := rows.Err(); err != nil {
 		return store.ScheduleRunsResult{}, fmt.Errorf("sqlitestore: schedule runs: %w", err)
 	}
-	if len(res.Runs) > limit {
-		res.Runs = res.Runs[:limit]
-		res.NextCursor = runsCursor(&res.Runs[limit-1])
-	}
-	return res, nil
+	return store.ScheduleRunsPage(runs, limit), nil
 }
 
 // ScheduleOpenRuns implements store.ScheduleStore.
