@@ -23,41 +23,44 @@ func TestCostPerTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	got := storetest.MeasureCost(t, st, &c, nil)
-	t.Logf("SQLite:\n%s", storetest.CostTable(got))
 	// Measured on the store as of issue 13's "before". Each write is one
 	// transaction of its own here (nothing else queued): BEGIN IMMEDIATE
 	// and COMMIT are two of its statements, and its COMMIT one fsync. SQLite
 	// runs in the process: a round trip is a call into the engine.
-	storetest.WantCost(t, got, map[string]storecost.Counts{
+	storetest.WantHotPathCost(t, "SQLite", st, &c, nil, map[string]storecost.Counts{
 		// BEGIN; INSERT tasks; COMMIT.
-		storetest.CostInsert: {Statements: 3, RoundTrips: 3, Commits: 1},
+		storetest.CostInsert: inProcess(3),
 		// BEGIN; upsert workers (last_seen); SELECT kinds; the pick (SELECT
 		// tasks); INSERT runs; UPDATE tasks (RUNNING); UPDATE kinds
 		// (round_pos, rate tokens); COMMIT.
-		storetest.CostClaim: {Statements: 8, RoundTrips: 8, Commits: 1},
+		storetest.CostClaim: inProcess(8),
 		// BEGIN; SELECT runs; SELECT tasks (hb_timeout_s); UPDATE runs
 		// (lease); UPDATE workers (last_seen) RETURNING stop_requested;
 		// COMMIT.
-		storetest.CostHeartbeat: {Statements: 6, RoundTrips: 6, Commits: 1},
+		storetest.CostHeartbeat: inProcess(6),
 		// BEGIN; SELECT runs; UPDATE runs (SUCCESS); SELECT tasks; UPDATE
 		// tasks (settled); SELECT tasks and SELECT runs (the task returned);
 		// COMMIT.
-		storetest.CostComplete: {Statements: 8, RoundTrips: 8, Commits: 1},
+		storetest.CostComplete: inProcess(8),
 		// BEGIN; upsert workers; SELECT kinds; the pick; COMMIT: an empty
 		// claim is a write (the worker's last_seen) and an fsync.
-		storetest.CostClaimEmpty: {Statements: 5, RoundTrips: 5, Commits: 1},
+		storetest.CostClaimEmpty: inProcess(5),
 		// BEGIN; one INSERT tasks per task (10); COMMIT.
-		storetest.CostInsertBatch: {Statements: 2 + storetest.CostBatch, RoundTrips: 2 + storetest.CostBatch, Commits: 1},
+		storetest.CostInsertBatch: inProcess(2 + storetest.CostBatch),
 		// BEGIN; upsert workers; SELECT kinds; the pick; per task INSERT
 		// runs and UPDATE tasks (2 × 10); UPDATE kinds; COMMIT.
-		storetest.CostClaimBatch: {Statements: 6 + 2*storetest.CostBatch, RoundTrips: 6 + 2*storetest.CostBatch, Commits: 1},
+		storetest.CostClaimBatch: inProcess(6 + 2*storetest.CostBatch),
 		// BEGIN; SELECT schedules; SELECT open runs; INSERT tasks (the
 		// run); UPDATE schedules (state, version); COMMIT.
-		storetest.CostFire: {Statements: 6, RoundTrips: 6, Commits: 1},
+		storetest.CostFire: inProcess(6),
 		// BEGIN; UPDATE event_seq RETURNING last_id; one INSERT events of
 		// every event (json_each); COMMIT. In the server it rides in the
 		// writer's group commit with other writes.
-		storetest.CostEventAppend: {Statements: 4, RoundTrips: 4, Commits: 1},
+		storetest.CostEventAppend: inProcess(4),
 	})
 }
+
+// inProcess is the cost of one transaction of n statements on SQLite,
+// which runs in the process: each statement is a call into the engine, a
+// round trip of its own.
+func inProcess(n int64) storecost.Counts { return storetest.Transaction(n, n) }

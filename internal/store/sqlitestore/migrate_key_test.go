@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rotahq/rota/internal/store"
 	"github.com/rotahq/rota/internal/store/sqlitestore"
 	"github.com/rotahq/rota/internal/store/storetest"
 )
@@ -53,20 +52,5 @@ func TestMigrateKeyHeld(t *testing.T) {
 		t.Fatalf("migrate: %v", err)
 	}
 	defer st.Close()
-	if err := st.Check(ctx); err != nil {
-		t.Fatalf("Check after the migration: %v", err)
-	}
-	f := storetest.NewFixture(t, st)
-	for key, want := range map[string]string{"a": "t2", "b": "u2"} {
-		p := f.Params("k", f.At(0))
-		p.Key = key
-		res, err := st.TaskInsert(ctx, p)
-		if err != nil || !res.Existing || res.Task.ID != want {
-			t.Fatalf("insert of key %s after the migration: err %v existing %v task %+v; want existing %s", key, err, res.Existing, res.Task, want)
-		}
-	}
-	res, err := st.TaskList(ctx, store.TaskListParams{Key: "a", Limit: 10})
-	if err != nil || len(res.Tasks) != 3 {
-		t.Fatalf("tasks listed with key a: %d, %v; want 3", len(res.Tasks), err)
-	}
+	storetest.WantKeysHeldAfterMigration(t, st)
 }

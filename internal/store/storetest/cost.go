@@ -168,6 +168,25 @@ func costSchedule(f *Fixture) *rota.Schedule {
 	return sc
 }
 
+// WantHotPathCost measures the hot paths on st as MeasureCost does, logs
+// the table under backend's name, fails tb unless their statements,
+// round trips and commits are those of want (as WantCost), and returns
+// the costs measured.
+func WantHotPathCost(tb testing.TB, backend string, st store.Store, c *storecost.Counter,
+	rows func() map[string]storecost.Rows, want map[string]storecost.Counts) []Cost {
+	tb.Helper()
+	got := MeasureCost(tb, st, c, rows)
+	tb.Logf("%s:\n%s", backend, CostTable(got))
+	WantCost(tb, got, want)
+	return got
+}
+
+// Transaction is the cost of one transaction (one commit) of statements
+// statements sent in roundTrips round trips.
+func Transaction(statements, roundTrips int64) storecost.Counts {
+	return storecost.Counts{Statements: statements, RoundTrips: roundTrips, Commits: 1}
+}
+
 // WantCost fails tb unless got has exactly the statements, round trips
 // and commits of want (Prepares are not compared: a store may prepare a
 // statement lazily, after the operation that first ran it).

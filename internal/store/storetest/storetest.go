@@ -467,3 +467,36 @@ func WantNewerSchemaRefused(tb testing.TB, err error) {
 		tb.Fatalf("New on a newer schema: err = %v, want a refusal that says to upgrade", err)
 	}
 }
+
+// CheckableStore is a store.Store with the backends' invariant check.
+type CheckableStore interface {
+	store.Store
+	Check(ctx context.Context) error
+}
+
+// WantKeysHeldAfterMigration checks st, just migrated to keys held by
+// finished tasks from data where kind "k" had tasks t1 (finished), t2
+// (unfinished) and t3 (finished, newest) with key "a", and u1 (finished)
+// and u2 (finished, newest) with key "b": the invariants hold, the
+// unfinished task holds its key, or else the newest, and every task keeps
+// its key for listing.
+func WantKeysHeldAfterMigration(t *testing.T, st CheckableStore) {
+	t.Helper()
+	ctx := t.Context()
+	if err := st.Check(ctx); err != nil {
+		t.Fatalf("Check after the migration: %v", err)
+	}
+	f := NewFixture(t, st)
+	for key, want := range map[string]string{"a": "t2", "b": "u2"} {
+		p := f.Params("k", f.At(0))
+		p.Key = key
+		res, err := st.TaskInsert(ctx, p)
+		if err != nil || !res.Existing || res.Task.ID != want {
+			t.Fatalf("insert of key %s after the migration: err %v existing %v task %+v; want existing %s", key, err, res.Existing, res.Task, want)
+		}
+	}
+	res, err := st.TaskList(ctx, store.TaskListParams{Key: "a", Limit: 10})
+	if err != nil || len(res.Tasks) != 3 {
+		t.Fatalf("tasks listed with key a: %d, %v; want 3", len(res.Tasks), err)
+	}
+}
