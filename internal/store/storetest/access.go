@@ -14,98 +14,114 @@ import (
 
 // testAccess covers the API tokens and the audit log (AccessStore).
 func testAccess(t *testing.T, ns newStoreFunc) {
-	parallel(t, ns, "TokenRoundTrip", func(t *testing.T, f *Fixture) {
-		ctx := f.Ctx()
-		tok := rota.Token{ID: f.NewTaskID(f.Base), Name: "ci", Role: rota.RoleSubmitter, Kinds: []string{"a", "b"},
-			Hash: "aa11", CreatedAt: f.At(time.Second)}
-		if err := f.Store.TokenInsert(ctx, tok); err != nil {
-			t.Fatalf("TokenInsert: %v", err)
-		}
-		got, err := f.Store.TokenGetByHash(ctx, "aa11")
-		if err != nil {
-			t.Fatalf("TokenGetByHash: %v", err)
-		}
-		if diff := cmp.Diff(tok, *got); diff != "" {
-			t.Fatalf("token (-want +got):\n%s", diff)
-		}
-		if _, err := f.Store.TokenGetByHash(ctx, "bb22"); !errors.Is(err, rota.ErrNotFound) {
-			t.Fatalf("TokenGetByHash(unknown) = %v, want ErrNotFound", err)
-		}
-		// Any-kind tokens read back with nil Kinds.
-		admin := rota.Token{ID: f.NewTaskID(f.At(time.Second)), Name: "root", Role: rota.RoleAdmin, Hash: "cc33", CreatedAt: f.At(2 * time.Second)}
-		if err := f.Store.TokenInsert(ctx, admin); err != nil {
-			t.Fatalf("TokenInsert(admin): %v", err)
-		}
-		list, err := f.Store.TokenList(ctx)
-		if err != nil {
-			t.Fatalf("TokenList: %v", err)
-		}
-		if diff := cmp.Diff([]rota.Token{tok, admin}, list); diff != "" {
-			t.Fatalf("TokenList (-want +got):\n%s", diff)
-		}
-	})
-	parallel(t, ns, "TokenConflicts", func(t *testing.T, f *Fixture) {
-		ctx := f.Ctx()
-		tok := rota.Token{ID: f.NewTaskID(f.Base), Name: "ci", Role: rota.RoleReader, Hash: "aa11", CreatedAt: f.Base}
-		if err := f.Store.TokenInsert(ctx, tok); err != nil {
-			t.Fatalf("TokenInsert: %v", err)
-		}
-		sameName := rota.Token{ID: f.NewTaskID(f.At(time.Second)), Name: "ci", Role: rota.RoleReader, Hash: "bb22", CreatedAt: f.Base}
-		if err := f.Store.TokenInsert(ctx, sameName); !errors.Is(err, rota.ErrConflict) {
-			t.Fatalf("TokenInsert(same name) = %v, want ErrConflict", err)
-		}
-		sameHash := rota.Token{ID: f.NewTaskID(f.At(2 * time.Second)), Name: "other", Role: rota.RoleReader, Hash: "aa11", CreatedAt: f.Base}
-		if err := f.Store.TokenInsert(ctx, sameHash); !errors.Is(err, rota.ErrConflict) {
-			t.Fatalf("TokenInsert(same hash) = %v, want ErrConflict", err)
-		}
-		// Once revoked, the name is free again.
-		if _, err := f.Store.TokenRevoke(ctx, store.TokenRevokeParams{ID: tok.ID, Now: f.At(time.Minute)}); err != nil {
-			t.Fatalf("TokenRevoke: %v", err)
-		}
-		if err := f.Store.TokenInsert(ctx, sameName); err != nil {
-			t.Fatalf("TokenInsert(name of a revoked token): %v", err)
-		}
-	})
-	parallel(t, ns, "TokenRevoke", func(t *testing.T, f *Fixture) {
-		ctx := f.Ctx()
-		tok := rota.Token{ID: f.NewTaskID(f.Base), Name: "w", Role: rota.RoleWorker, Hash: "aa11", CreatedAt: f.Base}
-		if err := f.Store.TokenInsert(ctx, tok); err != nil {
-			t.Fatalf("TokenInsert: %v", err)
-		}
-		got, err := f.Store.TokenRevoke(ctx, store.TokenRevokeParams{ID: tok.ID, Now: f.At(time.Minute)})
-		if err != nil {
-			t.Fatalf("TokenRevoke: %v", err)
-		}
-		if !got.RevokedAt.Equal(f.At(time.Minute)) {
-			t.Fatalf("RevokedAt = %v, want %v", got.RevokedAt, f.At(time.Minute))
-		}
-		// Again: nothing changes.
-		again, err := f.Store.TokenRevoke(ctx, store.TokenRevokeParams{ID: tok.ID, Now: f.At(time.Hour)})
-		if err != nil || !again.RevokedAt.Equal(f.At(time.Minute)) {
-			t.Fatalf("second TokenRevoke = %+v, %v; want RevokedAt kept", again, err)
-		}
-		byHash, err := f.Store.TokenGetByHash(ctx, "aa11")
-		if err != nil || byHash.RevokedAt.IsZero() {
-			t.Fatalf("TokenGetByHash after revoke = %+v, %v; want it revoked", byHash, err)
-		}
-		if _, err := f.Store.TokenRevoke(ctx, store.TokenRevokeParams{ID: "nope", Now: f.Base}); !errors.Is(err, rota.ErrNotFound) {
-			t.Fatalf("TokenRevoke(unknown) = %v, want ErrNotFound", err)
-		}
-	})
+	parallel(t, ns, "TokenRoundTrip", accessTokenRoundTrip)
+
+	parallel(t, ns, "TokenConflicts", accessTokenConflicts)
+
+	parallel(t, ns, "TokenRevoke", accessTokenRevoke)
+
 	parallel(t, ns, "AuditLog", testAuditLog)
-	parallel(t, ns, "RunKinds", func(t *testing.T, f *Fixture) {
-		f.InsertNew("a", f.Base)
-		f.InsertNew("b", f.Base)
-		ra := f.ClaimOne("w", f.At(time.Second), "a")
-		rb := f.ClaimOne("w", f.At(time.Second), "b")
-		got, err := f.Store.RunKinds(f.Ctx(), []string{ra.RunID, rb.RunID, "ffffffffffffffffffffffffffffffff"})
-		if err != nil {
-			t.Fatalf("RunKinds: %v", err)
-		}
-		if diff := cmp.Diff(map[string]string{ra.RunID: "a", rb.RunID: "b"}, got); diff != "" {
-			t.Fatalf("RunKinds (-want +got):\n%s", diff)
-		}
-	})
+
+	parallel(t, ns, "RunKinds", accessRunKinds)
+}
+
+// accessTokenRoundTrip stores tokens and reads them back by hash and in the list.
+func accessTokenRoundTrip(t *testing.T, f *Fixture) {
+	ctx := f.Ctx()
+	tok := rota.Token{ID: f.NewTaskID(f.Base), Name: "ci", Role: rota.RoleSubmitter, Kinds: []string{"a", "b"},
+		Hash: "aa11", CreatedAt: f.At(time.Second)}
+	if err := f.Store.TokenInsert(ctx, tok); err != nil {
+		t.Fatalf("TokenInsert: %v", err)
+	}
+	got, err := f.Store.TokenGetByHash(ctx, "aa11")
+	if err != nil {
+		t.Fatalf("TokenGetByHash: %v", err)
+	}
+	if diff := cmp.Diff(tok, *got); diff != "" {
+		t.Fatalf("token (-want +got):\n%s", diff)
+	}
+	if _, err := f.Store.TokenGetByHash(ctx, "bb22"); !errors.Is(err, rota.ErrNotFound) {
+		t.Fatalf("TokenGetByHash(unknown) = %v, want ErrNotFound", err)
+	}
+	// Any-kind tokens read back with nil Kinds.
+	admin := rota.Token{ID: f.NewTaskID(f.At(time.Second)), Name: "root", Role: rota.RoleAdmin, Hash: "cc33", CreatedAt: f.At(2 * time.Second)}
+	if err := f.Store.TokenInsert(ctx, admin); err != nil {
+		t.Fatalf("TokenInsert(admin): %v", err)
+	}
+	list, err := f.Store.TokenList(ctx)
+	if err != nil {
+		t.Fatalf("TokenList: %v", err)
+	}
+	if diff := cmp.Diff([]rota.Token{tok, admin}, list); diff != "" {
+		t.Fatalf("TokenList (-want +got):\n%s", diff)
+	}
+}
+
+// accessTokenConflicts refuses a second live token of a name or of a hash.
+func accessTokenConflicts(t *testing.T, f *Fixture) {
+	ctx := f.Ctx()
+	tok := rota.Token{ID: f.NewTaskID(f.Base), Name: "ci", Role: rota.RoleReader, Hash: "aa11", CreatedAt: f.Base}
+	if err := f.Store.TokenInsert(ctx, tok); err != nil {
+		t.Fatalf("TokenInsert: %v", err)
+	}
+	sameName := rota.Token{ID: f.NewTaskID(f.At(time.Second)), Name: "ci", Role: rota.RoleReader, Hash: "bb22", CreatedAt: f.Base}
+	if err := f.Store.TokenInsert(ctx, sameName); !errors.Is(err, rota.ErrConflict) {
+		t.Fatalf("TokenInsert(same name) = %v, want ErrConflict", err)
+	}
+	sameHash := rota.Token{ID: f.NewTaskID(f.At(2 * time.Second)), Name: "other", Role: rota.RoleReader, Hash: "aa11", CreatedAt: f.Base}
+	if err := f.Store.TokenInsert(ctx, sameHash); !errors.Is(err, rota.ErrConflict) {
+		t.Fatalf("TokenInsert(same hash) = %v, want ErrConflict", err)
+	}
+	// Once revoked, the name is free again.
+	if _, err := f.Store.TokenRevoke(ctx, store.TokenRevokeParams{ID: tok.ID, Now: f.At(time.Minute)}); err != nil {
+		t.Fatalf("TokenRevoke: %v", err)
+	}
+	if err := f.Store.TokenInsert(ctx, sameName); err != nil {
+		t.Fatalf("TokenInsert(name of a revoked token): %v", err)
+	}
+}
+
+// accessTokenRevoke revokes a token once; revoking again keeps the first time.
+func accessTokenRevoke(t *testing.T, f *Fixture) {
+	ctx := f.Ctx()
+	tok := rota.Token{ID: f.NewTaskID(f.Base), Name: "w", Role: rota.RoleWorker, Hash: "aa11", CreatedAt: f.Base}
+	if err := f.Store.TokenInsert(ctx, tok); err != nil {
+		t.Fatalf("TokenInsert: %v", err)
+	}
+	got, err := f.Store.TokenRevoke(ctx, store.TokenRevokeParams{ID: tok.ID, Now: f.At(time.Minute)})
+	if err != nil {
+		t.Fatalf("TokenRevoke: %v", err)
+	}
+	if !got.RevokedAt.Equal(f.At(time.Minute)) {
+		t.Fatalf("RevokedAt = %v, want %v", got.RevokedAt, f.At(time.Minute))
+	}
+	// Again: nothing changes.
+	again, err := f.Store.TokenRevoke(ctx, store.TokenRevokeParams{ID: tok.ID, Now: f.At(time.Hour)})
+	if err != nil || !again.RevokedAt.Equal(f.At(time.Minute)) {
+		t.Fatalf("second TokenRevoke = %+v, %v; want RevokedAt kept", again, err)
+	}
+	byHash, err := f.Store.TokenGetByHash(ctx, "aa11")
+	if err != nil || byHash.RevokedAt.IsZero() {
+		t.Fatalf("TokenGetByHash after revoke = %+v, %v; want it revoked", byHash, err)
+	}
+	if _, err := f.Store.TokenRevoke(ctx, store.TokenRevokeParams{ID: "nope", Now: f.Base}); !errors.Is(err, rota.ErrNotFound) {
+		t.Fatalf("TokenRevoke(unknown) = %v, want ErrNotFound", err)
+	}
+}
+
+// accessRunKinds reads the kinds of runs, skipping unknown ids.
+func accessRunKinds(t *testing.T, f *Fixture) {
+	f.InsertNew("a", f.Base)
+	f.InsertNew("b", f.Base)
+	ra := f.ClaimOne("w", f.At(time.Second), "a")
+	rb := f.ClaimOne("w", f.At(time.Second), "b")
+	got, err := f.Store.RunKinds(f.Ctx(), []string{ra.RunID, rb.RunID, "ffffffffffffffffffffffffffffffff"})
+	if err != nil {
+		t.Fatalf("RunKinds: %v", err)
+	}
+	if diff := cmp.Diff(map[string]string{ra.RunID: "a", rb.RunID: "b"}, got); diff != "" {
+		t.Fatalf("RunKinds (-want +got):\n%s", diff)
+	}
 }
 
 // testAuditLog appends records and lists them with each filter, pages them
