@@ -129,36 +129,12 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 	url := cfg.Server
 	b := &bench{cfg: cfg}
 	if url == "" {
-		dir, err := os.MkdirTemp("", "rota-bench")
+		embedded, stop, err := b.startEmbedded(ctx)
+		defer stop()
 		if err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(dir)
-		scfg := server.Config{
-			Listen: "127.0.0.1:0", DataDir: dir, Relaxed: cfg.Relaxed, Store: cfg.Store,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Cost:   &storecost.Counter{},
-		}
-		desc := "embedded store, full durability (synchronous=FULL, group commit)"
-		if cfg.Relaxed {
-			desc = "embedded store, relaxed durability"
-		}
-		if cfg.Store != "" {
-			scfg.PGSchema = fmt.Sprintf("rota_bench_%d", time.Now().UnixNano())
-			defer dropSchema(context.WithoutCancel(ctx), cfg.Store, scfg.PGSchema)
-			desc = "PostgreSQL store, schema " + scfg.PGSchema
-		}
-		srv, err := server.New(ctx, scfg)
-		if err != nil {
-			return nil, err
-		}
-		if err := srv.Start(ctx); err != nil {
-			return nil, err
-		}
-		defer srv.Stop(context.WithoutCancel(ctx))
-		b.srv, b.cost = srv, scfg.Cost
-		url = "http://" + srv.Addr()
-		fmt.Fprintf(cfg.Out, "started an in-process server on %s, %s\n", url, desc)
+		url = embedded
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, 1024 // as rotaclient's own
@@ -168,45 +144,109 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		return nil, err
 	}
 	b.url, b.c = url, client
-	rows := map[string]*Row{}
-	var order []string
-	add := func(scn, metric, unit string, v float64) {
-		k := scn + "/" + metric
-		r, ok := rows[k]
-		if !ok {
-			r = &Row{Scenario: scn, Metric: metric, Unit: unit}
-			rows[k] = r
-			order = append(order, k)
-		}
-		r.Runs = append(r.Runs, v)
-	}
+	var rows rowSet
 	for run := 1; run <= cfg.Runs; run++ {
 		for _, scn := range cfg.Scenarios {
 			fmt.Fprintf(cfg.Out, "run %d/%d: %s…\n", run, cfg.Runs, scn)
-			var err error
-			switch scn {
-			case "submit":
-				err = b.submit(ctx, run, add)
-			case "e2e":
-				err = b.e2e(ctx, run, add)
-			case "latency":
-				err = b.latency(ctx, run, add)
-			case "delayed":
-				err = b.delayed(ctx, run, add)
-			default:
-				err = fmt.Errorf("unknown scenario %q", scn)
-			}
-			if err != nil {
+			if err := b.scenario(ctx, run, scn, rows.add); err != nil {
 				return nil, fmt.Errorf("%s (run %d): %w", scn, run, err)
 			}
 		}
 	}
-	out := make([]Row, 0, len(order))
-	for _, k := range order {
-		out = append(out, *rows[k])
-	}
+	out := rows.list()
 	Print(cfg.Out, out)
 	return out, nil
+}
+
+// startEmbedded starts an in-process server on a temporary data directory
+// (or, with Config.Store, on a new PostgreSQL schema) for b and returns its
+// URL. stop, to call even when err is not nil, stops the server and
+// removes what it stored.
+func (b *bench) startEmbedded(ctx context.Context) (url string, stop func(), err error) {
+	cfg := b.cfg
+	var undo []func()
+	stop = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	dir, err := os.MkdirTemp("", "rota-bench")
+	if err != nil {
+		return "", stop, err
+	}
+	undo = append(undo, func() { os.RemoveAll(dir) })
+	scfg := server.Config{
+		Listen: "127.0.0.1:0", DataDir: dir, Relaxed: cfg.Relaxed, Store: cfg.Store,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Cost:   &storecost.Counter{},
+	}
+	desc := "embedded store, full durability (synchronous=FULL, group commit)"
+	if cfg.Relaxed {
+		desc = "embedded store, relaxed durability"
+	}
+	if cfg.Store != "" {
+		scfg.PGSchema = fmt.Sprintf("rota_bench_%d", time.Now().UnixNano())
+		undo = append(undo, func() { dropSchema(context.WithoutCancel(ctx), cfg.Store, scfg.PGSchema) })
+		desc = "PostgreSQL store, schema " + scfg.PGSchema
+	}
+	srv, err := server.New(ctx, scfg)
+	if err != nil {
+		return "", stop, err
+	}
+	if err := srv.Start(ctx); err != nil {
+		return "", stop, err
+	}
+	undo = append(undo, func() { srv.Stop(context.WithoutCancel(ctx)) })
+	b.srv, b.cost = srv, scfg.Cost
+	url = "http://" + srv.Addr()
+	fmt.Fprintf(cfg.Out, "started an in-process server on %s, %s\n", url, desc)
+	return url, stop, nil
+}
+
+// scenario runs the scenario named scn once (run n of Config.Runs).
+func (b *bench) scenario(ctx context.Context, run int, scn string, add addFunc) error {
+	switch scn {
+	case "submit":
+		return b.submit(ctx, run, add)
+	case "e2e":
+		return b.e2e(ctx, run, add)
+	case "latency":
+		return b.latency(ctx, run, add)
+	case "delayed":
+		return b.delayed(ctx, run, add)
+	}
+	return fmt.Errorf("unknown scenario %q", scn)
+}
+
+// rowSet collects the measurements of every run, a Row per scenario and
+// metric, in the order they first came.
+type rowSet struct {
+	rows  map[string]*Row
+	order []string
+}
+
+// add is an addFunc that records v.
+func (s *rowSet) add(scn, metric, unit string, v float64) {
+	k := scn + "/" + metric
+	r, ok := s.rows[k]
+	if !ok {
+		if s.rows == nil {
+			s.rows = map[string]*Row{}
+		}
+		r = &Row{Scenario: scn, Metric: metric, Unit: unit}
+		s.rows[k] = r
+		s.order = append(s.order, k)
+	}
+	r.Runs = append(r.Runs, v)
+}
+
+// list returns the rows in the order they first came.
+func (s *rowSet) list() []Row {
+	out := make([]Row, 0, len(s.order))
+	for _, k := range s.order {
+		out = append(out, *s.rows[k])
+	}
+	return out
 }
 
 // Print writes rows as a Markdown table (medians, then every run).

@@ -144,8 +144,19 @@ func (a *NoWorker) runOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	live := map[string]bool{}
-	lastSeen := map[string]time.Time{}
+	live, lastSeen := workerCoverage(workers)
+	want := a.alarmsDue(stats, live, lastSeen, now)
+	_, leading := a.cfg.Leader()
+	events, changed := a.update(want, live, leading, now)
+	a.publish(events, changed, want)
+	return nil
+}
+
+// workerCoverage returns the kinds some active worker serves, and for
+// each kind the last time any worker serving it was seen.
+func workerCoverage(workers []rota.Worker) (live map[string]bool, lastSeen map[string]time.Time) {
+	live = map[string]bool{}
+	lastSeen = map[string]time.Time{}
 	for _, w := range workers {
 		for _, k := range w.Kinds {
 			if w.Status == rota.WorkerActive {
@@ -156,6 +167,14 @@ func (a *NoWorker) runOnce(ctx context.Context) error {
 			}
 		}
 	}
+	return live, lastSeen
+}
+
+// alarmsDue returns the kinds that should be in alarm at now, with the
+// time since which no worker serves them: unpaused kinds with a waiting
+// task and no live worker, for at least After since the oldest waiting
+// task arrived or the last worker of the kind was seen, whichever is later.
+func (a *NoWorker) alarmsDue(stats store.Stats, live map[string]bool, lastSeen map[string]time.Time, now time.Time) map[string]time.Time {
 	want := map[string]time.Time{}
 	for _, ks := range stats.Kinds {
 		if ks.Paused || ks.OldestWaitingAge <= 0 || live[ks.Kind] {
@@ -169,11 +188,15 @@ func (a *NoWorker) runOnce(ctx context.Context) error {
 			want[ks.Kind] = since.UTC()
 		}
 	}
-	_, leading := a.cfg.Leader()
+	return want
+}
 
+// update makes want the kinds in alarm and returns the events to emit (a
+// leader emits once per alarm, and when a worker came back to an alarm it
+// emitted) and the kinds whose alarm began or ended.
+func (a *NoWorker) update(want map[string]time.Time, live map[string]bool, leading bool, now time.Time) (events []rota.Event, changed []string) {
 	a.mu.Lock()
-	var events []rota.Event
-	var changed []string
+	defer a.mu.Unlock()
 	for k, since := range want {
 		if _, ok := a.since[k]; !ok {
 			changed = append(changed, k)
@@ -200,8 +223,12 @@ func (a *NoWorker) runOnce(ctx context.Context) error {
 	if !leading {
 		clear(a.emitted) // a new leader emits for the kinds still in alarm
 	}
-	a.mu.Unlock()
+	return events, changed
+}
 
+// publish hands the events, in a stable order, to Events and the changed
+// kinds, sorted, to Changed (on when the kind is now in alarm).
+func (a *NoWorker) publish(events []rota.Event, changed []string, want map[string]time.Time) {
 	slices.SortFunc(events, func(x, y rota.Event) int {
 		return strings.Compare(string(x.Type)+x.Kind, string(y.Type)+y.Kind)
 	})
@@ -217,5 +244,4 @@ func (a *NoWorker) runOnce(ctx context.Context) error {
 			a.cfg.Changed(k, on)
 		}
 	}
-	return nil
 }
