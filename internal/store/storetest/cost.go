@@ -67,87 +67,123 @@ type Cost struct {
 func MeasureCost(tb testing.TB, st store.Store, c *storecost.Counter, rows func() map[string]storecost.Rows) []Cost {
 	tb.Helper()
 	f := NewFixture(tb, st)
+	m := &costMeter{tb: tb, c: c, rows: rows}
 	sc := costSchedule(f)
-	var out []Cost
-	const passes = 3 // two to warm up: a statement missed in one is prepared after it
-	for pass := range passes {
-		base := time.Duration(pass) * time.Hour
-		measure := func(name string, fn func()) {
-			tb.Helper()
-			var rows0 map[string]storecost.Rows
-			if rows != nil && pass == passes-1 {
-				rows0 = rows()
-			}
-			before := c.Snapshot()
-			fn()
-			d := c.Snapshot().Sub(before).Caller
-			// A prepare is a connection's first use of a statement: the
-			// warm-up is there to leave it out, but a pool connection
-			// the warm-up did not reach (the notifier or RowWrites held
-			// the warm one) may still need one. It is not the path's cost.
-			d.RoundTrips -= d.Prepares
-			if pass == passes-1 {
-				cost := Cost{Step: name, Counts: d}
-				if rows != nil {
-					cost.Rows = storecost.SumTables(storecost.SubTables(rows(), rows0))
-				}
-				out = append(out, cost)
-			}
-		}
-		now := f.At(base + time.Second)
-		var run rota.ClaimedRun
-		measure(CostInsert, func() { f.InsertNew(kindK, now) })
-		measure(CostClaim, func() { run = f.ClaimOne("w1", now, kindK) })
-		measure(CostHeartbeat, func() { f.Heartbeat("w1", run.RunID, now) })
-		measure(CostComplete, func() { f.Succeed("w1", run.RunID, now) })
-		measure(CostClaimEmpty, func() { f.ClaimNone("w1", now, kindK) })
-
-		ps := make([]store.TaskInsertParams, CostBatch)
-		for i := range ps {
-			ps[i] = f.Params(kindK, now)
-		}
-		measure(CostInsertBatch, func() {
-			if _, err := st.TaskInsertMany(f.Ctx(), ps); err != nil {
-				tb.Fatalf("TaskInsertMany: %v", err)
-			}
-		})
-		var runs []rota.ClaimedRun
-		measure(CostClaimBatch, func() { runs = f.Claim("w1", now, CostBatch, kindK).Runs })
-		if len(runs) != CostBatch {
-			tb.Fatalf("claim batch: got %d runs, want %d", len(runs), CostBatch)
-		}
-		for _, r := range runs {
-			f.Succeed("w1", r.RunID, now)
-		}
-
-		fire := sc.NextFire
-		measure(CostFire, func() {
-			res, err := st.ScheduleFire(f.Ctx(), []store.ScheduleFireParams{{ID: sc.ID, Version: sc.Version, Now: fire,
-				Decide: func(s store.ScheduleRunState) (store.ScheduleDecision, error) {
-					state := s.Schedule.ScheduleState
-					state.HighWater, state.NextFire = fire, fire.Add(5*time.Second)
-					return store.ScheduleDecision{
-						Runs:  []store.ScheduleRunInsert{{TaskID: f.NewTaskID(fire), FireTime: fire}},
-						State: state,
-					}, nil
-				}}})
-			if err != nil || len(res) != 1 || res[0].Err != nil || len(res[0].Inserted) != 1 {
-				tb.Fatalf("ScheduleFire: %v %+v", err, res)
-			}
-			sc = res[0].Schedule
-		})
-
-		evs := make([]rota.Event, CostTaskEvents)
-		for i := range evs {
-			evs[i] = rota.Event{Time: now, Type: rota.EventTask, Kind: kindK, TaskID: f.NewTaskID(now), Status: rota.StatusRunning}
-		}
-		measure(CostEventAppend, func() {
-			if _, err := st.EventAppend(f.Ctx(), evs); err != nil {
-				tb.Fatalf("EventAppend: %v", err)
-			}
-		})
+	for m.pass = range costPasses {
+		now := f.At(time.Duration(m.pass)*time.Hour + time.Second)
+		measureTaskPath(m, f, now)
+		measureBatches(m, f, st, now)
+		sc = measureFire(m, f, st, sc)
+		measureEvents(m, f, st, now)
 	}
-	return out
+	return m.out
+}
+
+// costPasses is how many times MeasureCost runs the paths: all but the last
+// warm up (a statement missed in one is prepared after it).
+const costPasses = 3
+
+// costMeter measures the steps of MeasureCost's passes and keeps the
+// last pass's.
+type costMeter struct {
+	tb   testing.TB
+	c    *storecost.Counter
+	rows func() map[string]storecost.Rows // nil where the store counts no rows
+	pass int
+	out  []Cost
+}
+
+// measure runs fn and, on the last pass, records what it cost as step name.
+func (m *costMeter) measure(name string, fn func()) {
+	m.tb.Helper()
+	last := m.pass == costPasses-1
+	var rows0 map[string]storecost.Rows
+	if m.rows != nil && last {
+		rows0 = m.rows()
+	}
+	before := m.c.Snapshot()
+	fn()
+	d := m.c.Snapshot().Sub(before).Caller
+	// A prepare is a connection's first use of a statement: the warm-up is
+	// there to leave it out, but a pool connection the warm-up did not
+	// reach (the notifier or RowWrites held the warm one) may still need
+	// one. It is not the path's cost.
+	d.RoundTrips -= d.Prepares
+	if !last {
+		return
+	}
+	cost := Cost{Step: name, Counts: d}
+	if m.rows != nil {
+		cost.Rows = storecost.SumTables(storecost.SubTables(m.rows(), rows0))
+	}
+	m.out = append(m.out, cost)
+}
+
+// measureTaskPath measures one task's path: insert, claim, heartbeat,
+// complete, then a claim that finds nothing.
+func measureTaskPath(m *costMeter, f *Fixture, now time.Time) {
+	var run rota.ClaimedRun
+	m.measure(CostInsert, func() { f.InsertNew(kindK, now) })
+	m.measure(CostClaim, func() { run = f.ClaimOne("w1", now, kindK) })
+	m.measure(CostHeartbeat, func() { f.Heartbeat("w1", run.RunID, now) })
+	m.measure(CostComplete, func() { f.Succeed("w1", run.RunID, now) })
+	m.measure(CostClaimEmpty, func() { f.ClaimNone("w1", now, kindK) })
+}
+
+// measureBatches measures an insert and a claim of CostBatch tasks.
+func measureBatches(m *costMeter, f *Fixture, st store.Store, now time.Time) {
+	ps := make([]store.TaskInsertParams, CostBatch)
+	for i := range ps {
+		ps[i] = f.Params(kindK, now)
+	}
+	m.measure(CostInsertBatch, func() {
+		if _, err := st.TaskInsertMany(f.Ctx(), ps); err != nil {
+			m.tb.Fatalf("TaskInsertMany: %v", err)
+		}
+	})
+	var runs []rota.ClaimedRun
+	m.measure(CostClaimBatch, func() { runs = f.Claim("w1", now, CostBatch, kindK).Runs })
+	if len(runs) != CostBatch {
+		m.tb.Fatalf("claim batch: got %d runs, want %d", len(runs), CostBatch)
+	}
+	for _, r := range runs {
+		f.Succeed("w1", r.RunID, now)
+	}
+}
+
+// measureFire measures one cron tick of sc (a fire of one run) and returns
+// the schedule as it left it.
+func measureFire(m *costMeter, f *Fixture, st store.Store, sc *rota.Schedule) *rota.Schedule {
+	fire := sc.NextFire
+	m.measure(CostFire, func() {
+		res, err := st.ScheduleFire(f.Ctx(), []store.ScheduleFireParams{{ID: sc.ID, Version: sc.Version, Now: fire,
+			Decide: func(s store.ScheduleRunState) (store.ScheduleDecision, error) {
+				state := s.Schedule.ScheduleState
+				state.HighWater, state.NextFire = fire, fire.Add(5*time.Second)
+				return store.ScheduleDecision{
+					Runs:  []store.ScheduleRunInsert{{TaskID: f.NewTaskID(fire), FireTime: fire}},
+					State: state,
+				}, nil
+			}}})
+		if err != nil || len(res) != 1 || res[0].Err != nil || len(res[0].Inserted) != 1 {
+			m.tb.Fatalf("ScheduleFire: %v %+v", err, res)
+		}
+		sc = res[0].Schedule
+	})
+	return sc
+}
+
+// measureEvents measures an append of a task's worth of events.
+func measureEvents(m *costMeter, f *Fixture, st store.Store, now time.Time) {
+	evs := make([]rota.Event, CostTaskEvents)
+	for i := range evs {
+		evs[i] = rota.Event{Time: now, Type: rota.EventTask, Kind: kindK, TaskID: f.NewTaskID(now), Status: rota.StatusRunning}
+	}
+	m.measure(CostEventAppend, func() {
+		if _, err := st.EventAppend(f.Ctx(), evs); err != nil {
+			m.tb.Fatalf("EventAppend: %v", err)
+		}
+	})
 }
 
 // costSchedule stores an enabled schedule of a kind of its own (its runs
