@@ -48,34 +48,38 @@ func (b *beatWaiters) remove(w *beatWaiter) {
 	}
 }
 
-// wakeIf wakes the held heartbeats for which match is true.
-func (b *beatWaiters) wakeIf(match func(*beatWaiter) bool) {
+// wakeUp wakes w (at most one wake-up is pending).
+func (w *beatWaiter) wakeUp() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wakeRuns wakes the held heartbeats of the runs of t: a look-up per run,
+// not a walk over every held heartbeat.
+func (b *beatWaiters) wakeRuns(t *rota.Task) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, ws := range b.byRun {
-		for _, w := range ws {
-			if match(w) {
-				select {
-				case w.wake <- struct{}{}:
-				default:
-				}
-			}
+	for _, r := range t.Runs {
+		for _, w := range b.byRun[r.ID] {
+			w.wakeUp()
 		}
 	}
 }
 
-// wakeRuns wakes the held heartbeats of the runs of t.
-func (b *beatWaiters) wakeRuns(t *rota.Task) {
-	ids := make([]string, len(t.Runs))
-	for i, r := range t.Runs {
-		ids[i] = r.ID
-	}
-	b.wakeIf(func(w *beatWaiter) bool { return slices.Contains(ids, w.runID) })
-}
-
-// wakeWorker wakes the held heartbeats of a worker.
+// wakeWorker wakes the held heartbeats of a worker (a drain: rare, so a
+// walk over the held heartbeats).
 func (b *beatWaiters) wakeWorker(id string) {
-	b.wakeIf(func(w *beatWaiter) bool { return w.workerID == id })
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, ws := range b.byRun {
+		for _, w := range ws {
+			if w.workerID == id {
+				w.wakeUp()
+			}
+		}
+	}
 }
 
 // HeartbeatWait renews a run's lease as Heartbeat does, then, unless the
