@@ -70,37 +70,13 @@ func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*ro
 // completer settles groups of reports until the store closes.
 func (s *Store) completer() {
 	defer s.completersDone.Done()
-	for {
-		var first *completeReq
-		select {
-		case first = <-s.completeQ:
-		case <-s.closed:
-			return
-		}
-		group := []*completeReq{first}
-	gather:
-		for len(group) < maxCompleteGroup {
-			select {
-			case r := <-s.completeQ:
-				group = append(group, r)
-			default:
-				break gather
-			}
-		}
-		s.completeGroup(group)
-	}
+	serveGroups(s, s.completeQ, maxCompleteGroup, func(*completeReq) int { return 1 }, s.completeGroup)
 }
 
 // completeGroup settles a group of reports and answers each of them.
 func (s *Store) completeGroup(group []*completeReq) {
-	live := group[:0:0]
-	for _, r := range group {
-		if err := r.ctx.Err(); err != nil {
-			r.res <- completeRes{err: s.translate("complete run", err)}
-			continue
-		}
-		live = append(live, r)
-	}
+	live := liveRequests(group, func(r *completeReq) context.Context { return r.ctx },
+		func(r *completeReq, err error) { r.res <- completeRes{err: s.translate("complete run", err)} })
 	switch len(live) {
 	case 0:
 		return

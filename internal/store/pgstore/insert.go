@@ -82,26 +82,7 @@ func (s *Store) insertGrouped(ctx context.Context, ps []store.TaskInsertParams) 
 // inserter inserts groups of requests until the store closes.
 func (s *Store) inserter() {
 	defer s.insertersDone.Done()
-	for {
-		var first *insertReq
-		select {
-		case first = <-s.insertQ:
-		case <-s.closed:
-			return
-		}
-		group, n := []*insertReq{first}, len(first.ps)
-	gather:
-		for n < maxInsertGroup {
-			select {
-			case r := <-s.insertQ:
-				group = append(group, r)
-				n += len(r.ps)
-			default:
-				break gather
-			}
-		}
-		s.insertGroup(group)
-	}
+	serveGroups(s, s.insertQ, maxInsertGroup, func(r *insertReq) int { return len(r.ps) }, s.insertGroup)
 }
 
 // insertGroup inserts a group of requests in one transaction and answers
@@ -110,14 +91,8 @@ func (s *Store) inserter() {
 // and each request goes again in a transaction of its own, so that one
 // request's trouble is only its own.
 func (s *Store) insertGroup(group []*insertReq) {
-	live := group[:0:0]
-	for _, r := range group {
-		if err := r.ctx.Err(); err != nil {
-			r.res <- insertRes{err: s.translate("insert tasks", err)}
-			continue
-		}
-		live = append(live, r)
-	}
+	live := liveRequests(group, func(r *insertReq) context.Context { return r.ctx },
+		func(r *insertReq, err error) { r.res <- insertRes{err: s.translate("insert tasks", err)} })
 	switch len(live) {
 	case 0:
 		return
