@@ -75,7 +75,7 @@ func (sf *serverFlags) define(f *pflag.FlagSet) {
 	defineLimitFlags(f, &sf.cfg.Limits)
 	f.StringVar(&sf.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&sf.logFormat, "log-format", "text", "log format: text or json")
-	f.StringVar(&sf.debug, "debug-listen", "", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off when empty (never expose it publicly)")
+	f.StringVar(&sf.debug, "debug-listen", "", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off when empty; loopback addresses only (it has no authentication)")
 }
 
 // run starts the server, serves until ctx ends or the server fails, then
@@ -87,6 +87,11 @@ func (sf *serverFlags) run(ctx context.Context, env Env) error {
 		sf.cfg.Relaxed = true
 	default:
 		return usageError("--durability %q: want full or relaxed", sf.durability)
+	}
+	if sf.debug != "" && !httpapi.IsLoopbackListen(sf.debug) {
+		// The profiler has no authentication: it must not be reachable
+		// from the network, whatever the API's own settings.
+		return usageError("--debug-listen %s: the profiler has no authentication; bind it to a loopback address (127.0.0.1:PORT)", sf.debug)
 	}
 	logger, err := newLogger(env.Stderr, sf.logLevel, sf.logFormat)
 	if err != nil {

@@ -73,3 +73,14 @@ func TestServerRefusesAnOpenDoor(t *testing.T) {
 		t.Fatalf("refused after %v", d)
 	}
 }
+
+// TestServerRefusesAnOpenProfiler: --debug-listen serves pprof without
+// authentication, so it binds loopback only.
+func TestServerRefusesAnOpenProfiler(t *testing.T) {
+	t.Parallel()
+	b := &bundle{ctx: context.Background(), env: map[string]string{}}
+	r := b.run(t, "server", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--debug-listen", "0.0.0.0:0")
+	if r.code == ExitOK || !strings.Contains(r.stderr, "--debug-listen") || !strings.Contains(r.stderr, "loopback") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
