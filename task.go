@@ -7,7 +7,8 @@ import (
 
 // Status is the state of a task or of one of its runs.
 //
-// A task is SCHEDULED while it waits (delayed, queued or backing off before a
+// A task is WAITING while one of its dependencies (Task.DependsOn) has not
+// succeeded yet, SCHEDULED while it waits (delayed, queued or backing off before a
 // retry), RUNNING while at least one run holds a lease, and ends in one of the
 // terminal statuses. A run starts RUNNING and ends SUCCESS, FAILED, TIMEOUT or
 // CANCELED. SKIPPED is used by schedules for fire times a policy dropped.
@@ -15,6 +16,7 @@ type Status string
 
 // The statuses of tasks and runs.
 const (
+	StatusWaiting   Status = "WAITING" // for its dependencies to succeed; not claimable
 	StatusScheduled Status = "SCHEDULED"
 	StatusRunning   Status = "RUNNING"
 	StatusSuccess   Status = "SUCCESS"
@@ -26,7 +28,7 @@ const (
 
 // Statuses lists every status in lifecycle order.
 func Statuses() []Status {
-	return []Status{StatusScheduled, StatusRunning, StatusSuccess, StatusFailed, StatusTimeout, StatusCanceled, StatusSkipped}
+	return []Status{StatusWaiting, StatusScheduled, StatusRunning, StatusSuccess, StatusFailed, StatusTimeout, StatusCanceled, StatusSkipped}
 }
 
 // Terminal reports whether s is a final status: nothing changes a task or run
@@ -122,6 +124,9 @@ type Task struct {
 
 	ScheduleID string    // the schedule that fired it, if any
 	FireTime   time.Time // the schedule fire time it stands for, if any
+
+	DependsOn  []string // the tasks it waits for (parents), filled by single-task reads
+	Dependents []string // the tasks that wait for it (children), filled by single-task reads
 
 	Runs []Run // execution attempts, oldest first (filled by single-task reads)
 }

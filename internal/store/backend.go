@@ -157,6 +157,10 @@ func TaskListQuery(p TaskListParams, placeholder func(n int) string) (query stri
 	if p.Key != "" {
 		add("key =", p.Key)
 	}
+	if p.DependsOn != "" {
+		args = append(args, p.DependsOn)
+		where = append(where, "id IN (SELECT task_id FROM task_deps WHERE dep_id = "+placeholder(len(args))+")")
+	}
 	if p.Cursor != "" {
 		add("id <", p.Cursor)
 	}
@@ -232,6 +236,9 @@ func TaskInvariants() []Invariant {
 			(SELECT count(*) FROM runs r WHERE r.task_id = t.id AND r.status = 'RUNNING') LIMIT 5`},
 		{What: "task successes counter differs from its SUCCESS runs", Query: `SELECT t.id FROM tasks t WHERE t.successes <>
 			(SELECT count(*) FROM runs r WHERE r.task_id = t.id AND r.status = 'SUCCESS') LIMIT 5`},
+		{What: "WAITING task available or without a dependency to wait for", Query: `SELECT id FROM tasks
+			WHERE (status = 'WAITING' AND (deps_waiting = 0 OR avail <> false))
+			OR (status IN ('SCHEDULED', 'RUNNING') AND deps_waiting > 0) LIMIT 5`},
 		{What: "RUNNING task without running runs", Query: `SELECT id FROM tasks WHERE status = 'RUNNING' AND running = 0 LIMIT 5`},
 	}
 }

@@ -43,6 +43,19 @@ type Store interface {
 	// disturbed. Concurrent inserts of the same kind+key yield exactly one
 	// task, and concurrent reruns of one finished task exactly one rerun.
 	// The kind is created with default settings if unknown.
+	//
+	// Dependencies (DependsOn, DependsOnItems): a task inserted with
+	// dependencies is stored WAITING (not claimable) while one of them has
+	// not succeeded; when the last succeeds it becomes SCHEDULED (claimable
+	// at its RunAt) in the transaction that settles that parent. When a
+	// parent ends FAILED, CANCELED or TIMEOUT (for good), every WAITING task
+	// downstream of it ends CANCELED with a message starting with
+	// DependencyFailed, in that same transaction. A dependency that does not
+	// exist is rota.ErrInvalid on field depends_on; one already failed
+	// cancels the new task at once. Dependencies only name tasks that exist
+	// before the new one, so no cycle can form. A keyed insert answered by
+	// an existing task ignores its dependencies; a rerun does not wait for
+	// them again.
 	TaskInsert(ctx context.Context, p TaskInsertParams) (TaskInsertResult, error)
 
 	// TaskInsertMany inserts several tasks in one transaction with the same
@@ -225,7 +238,19 @@ type TaskInsertParams struct {
 	// RerunIfFinished: when Key is held by a finished task, run that task
 	// again (see TaskInsert) rather than answer it as it is.
 	RerunIfFinished bool
+	// DependsOn names existing tasks this one waits for; DependsOnItems
+	// names earlier items of the same TaskInsertMany by index (their
+	// resulting task ids). See DependencyRules.
+	DependsOn      []string
+	DependsOnItems []int
 }
+
+// DependencyFailed is the reason (message prefix) of a task canceled
+// because one of its dependencies ended without success.
+const DependencyFailed = "dependency_failed"
+
+// MaxDependencies bounds the dependencies of one task.
+const MaxDependencies = 100
 
 // TaskInsertResult is the outcome of one insert.
 type TaskInsertResult struct {
@@ -239,8 +264,10 @@ type TaskListParams struct {
 	Kind   string      // "" = any
 	Status rota.Status // "" = any
 	Key    string      // "" = any
-	Cursor string      // id of the last task of the previous page; "" = first page
-	Limit  int         // 1..1000
+	// DependsOn: only tasks that depend on this task id; "" = any.
+	DependsOn string
+	Cursor    string // id of the last task of the previous page; "" = first page
+	Limit     int    // 1..1000
 }
 
 // TaskListResult is one page of tasks.

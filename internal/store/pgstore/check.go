@@ -31,7 +31,7 @@ func (s *Store) Check(ctx context.Context) error {
 				WHERE r.task_id = t.id AND r.status IN ('RUNNING', 'SUCCESS') ORDER BY 1) LIMIT 5`},
 		{What: "terminal task without end time", Query: `SELECT id FROM tasks WHERE done AND end_time = 0 LIMIT 5`},
 		{What: "task available when it should not be, or the reverse", Query: `SELECT id FROM tasks
-			WHERE avail <> (NOT done AND NOT stop_requested AND NOT held AND running + successes < workers) LIMIT 5`},
+			WHERE avail <> (NOT done AND NOT stop_requested AND NOT held AND deps_waiting = 0 AND running + successes < workers) LIMIT 5`},
 		{What: "held task that is not a waiting run of a schedule", Query: `SELECT id FROM tasks
 			WHERE held AND NOT done AND (status <> 'SCHEDULED' OR schedule_id = '') LIMIT 5`},
 		{What: "SKIPPED task without schedule or reason", Query: `SELECT id FROM tasks

@@ -50,7 +50,9 @@ const tasksWithRunsSelect = `SELECT ` + taskCols + `,
 		'id', r.id, 'task_id', r.task_id, 'worker_id', r.worker_id, 'worker_address', r.worker_address,
 		'attempt', r.attempt, 'status', r.status, 'start_time', r.start_time, 'end_time', r.end_time,
 		'lease_expires_at', r.lease_expires_at, 'deadline', r.deadline, 'stop_requested', r.stop_requested,
-		'message', r.message) ORDER BY r.id) FROM runs r WHERE r.task_id = tasks.id), '[]')
+		'message', r.message) ORDER BY r.id) FROM runs r WHERE r.task_id = tasks.id), '[]'),
+	ARRAY(SELECT d.dep_id FROM task_deps d WHERE d.task_id = tasks.id ORDER BY d.dep_id),
+	ARRAY(SELECT d.task_id FROM task_deps d WHERE d.dep_id = tasks.id ORDER BY d.task_id)
 	FROM tasks `
 
 // runJSON is one run as taskWithRunsSQL renders it.
@@ -72,8 +74,11 @@ type runJSON struct {
 // scanTaskWithRuns decodes a row of taskWithRunsSQL: a task with its runs,
 // oldest first.
 func scanTaskWithRuns(row pgx.Row, id string) (*rota.Task, error) {
-	var runs []byte
-	t, err := scanTask(row, &runs)
+	var (
+		runs              []byte
+		parents, children []string
+	)
+	t, err := scanTask(row, &runs, &parents, &children)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("task", id)
 	}
@@ -93,6 +98,12 @@ func scanTaskWithRuns(row pgx.Row, id string) (*rota.Task, error) {
 			Status: r.Status, StartTime: tm(r.StartTime), EndTime: tm(r.EndTime), LeaseExpiresAt: tm(r.LeaseExpiresAt),
 			Deadline: tm(r.Deadline), StopRequested: r.StopRequested, Message: r.Message,
 		}
+	}
+	if len(parents) > 0 {
+		t.DependsOn = parents
+	}
+	if len(children) > 0 {
+		t.Dependents = children
 	}
 	return &t.Task, nil
 }
@@ -174,6 +185,9 @@ const maxKeyRetries = 16
 func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams) ([]store.TaskInsertResult, error) {
 	if len(ps) == 0 {
 		return nil, nil
+	}
+	if hasDeps(ps) {
+		return s.insertDepsTx(ctx, ps)
 	}
 	if groupable(ps) {
 		return s.insertGrouped(ctx, ps)
@@ -258,6 +272,106 @@ func (s *Store) insertTx(ctx context.Context, ps []store.TaskInsertParams) ([]st
 		return nil, err
 	}
 	return out, nil
+}
+
+// hasDeps reports whether a task of ps has dependencies.
+func hasDeps(ps []store.TaskInsertParams) bool {
+	for _, p := range ps {
+		if len(p.DependsOn) > 0 || len(p.DependsOnItems) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// insertDepsTx inserts ps, some with dependencies, in one transaction,
+// one after the other in input order (an item may depend on an earlier
+// one).
+func (s *Store) insertDepsTx(ctx context.Context, ps []store.TaskInsertParams) ([]store.TaskInsertResult, error) {
+	out := make([]store.TaskInsertResult, len(ps))
+	err := s.tx(ctx, "insert tasks", func(t *txn) error {
+		clear(out)
+		kinds := make([]string, len(ps))
+		for i, p := range ps {
+			kinds[i] = p.Kind
+		}
+		t.upsertKinds(kinds)
+		for i, p := range ps {
+			r, err := insertKeyed(ctx, t, p)
+			if err != nil {
+				return err
+			}
+			if !r.Existing && (len(p.DependsOn) > 0 || len(p.DependsOnItems) > 0) {
+				if r, err = insertDeps(ctx, t, p, r, i, out[:i]); err != nil {
+					return err
+				}
+			}
+			out[i] = r
+			if (!r.Existing || r.Rerun) && r.Task.Status == rota.StatusScheduled {
+				t.notify(p.Kind, ms(r.Task.RunAt), ms(p.Now))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// insertDeps records the dependencies of the task r just inserted for
+// item i (prior: the results of the earlier items) and starts it WAITING,
+// or CANCELED when one has already failed. The dependencies are read FOR
+// SHARE: one settling concurrently waits for this transaction, whose
+// links its trigger then sees, or has committed and is read settled.
+func insertDeps(ctx context.Context, t *txn, p store.TaskInsertParams, r store.TaskInsertResult, i int,
+	prior []store.TaskInsertResult) (store.TaskInsertResult, error) {
+	ids, err := store.DepIDs(p, i, prior)
+	if err != nil {
+		return r, err
+	}
+	status := make(map[string]rota.Status, len(ids))
+	err = t.query(ctx, func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				id string
+				s  rota.Status
+			)
+			if err := rows.Scan(&id, &s); err != nil {
+				return err
+			}
+			status[id] = s
+		}
+		return rows.Err()
+	}, `SELECT id, status FROM tasks WHERE id = ANY ($1) ORDER BY id FOR SHARE`, ids)
+	if err != nil {
+		return r, fmt.Errorf("read dependencies: %w", err)
+	}
+	st, err := store.StartWithDeps(ids, status)
+	if err != nil {
+		return r, err
+	}
+	now := ms(p.Now)
+	t.queue(`INSERT INTO task_deps (task_id, dep_id) SELECT $1, d FROM unnest($2::text[]) AS d`, r.Task.ID, ids)
+	switch {
+	case st.Failed != "":
+		t.queue(`UPDATE tasks SET status = 'CANCELED', avail = false, end_time = $1, message = $2, updated_at = $1
+			WHERE id = $3`, now, st.Failed, r.Task.ID)
+	case st.Waiting > 0:
+		t.queue(`UPDATE tasks SET status = 'WAITING', avail = false, deps_waiting = $1, updated_at = $2 WHERE id = $3`,
+			st.Waiting, now, r.Task.ID)
+	}
+	var row *taskRow
+	t.queue(`SELECT `+taskCols+` FROM tasks WHERE id = $1`, r.Task.ID).QueryRow(func(rw pgx.Row) (err error) {
+		row, err = scanTask(rw)
+		return err
+	})
+	if err := t.flush(ctx); err != nil {
+		return r, fmt.Errorf("start task %s after its dependencies: %w", r.Task.ID, err)
+	}
+	row.DependsOn = ids
+	r.Task = &row.Task
+	return r, nil
 }
 
 // queueInsertBatch queues the insert of unkeyed tasks in one statement
@@ -373,7 +487,7 @@ func rerunTask(ctx context.Context, t *txn, row *taskRow, p store.TaskInsertPara
 		runAt = now
 	}
 	t.queue(`DELETE FROM runs WHERE task_id = $1`, row.ID)
-	t.queue(`UPDATE tasks SET status = 'SCHEDULED', avail = true, held = false, attempt = 0, failures = 0,
+	t.queue(`UPDATE tasks SET status = 'SCHEDULED', avail = true, held = false, deps_waiting = 0, attempt = 0, failures = 0,
 		successes = 0, running = 0, holders = '{}', stop_requested = false, run_at = $2, start_time = 0,
 		end_time = 0, worker_address = '', message = '', result = NULL, skip_reason = '', updated_at = $3
 		WHERE id = $1`, row.ID, runAt, now)

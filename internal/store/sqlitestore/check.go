@@ -22,7 +22,7 @@ func (s *Store) Check(ctx context.Context) error {
 	checks := append(store.TaskInvariants(), []store.Invariant{
 		{What: "terminal task not marked done or without end time", Query: `SELECT id FROM tasks WHERE status IN
 			('SUCCESS','FAILED','TIMEOUT','CANCELED','SKIPPED') AND (done = 0 OR end_time = 0) LIMIT 5`},
-		{What: "unfinished task marked done", Query: `SELECT id FROM tasks WHERE status IN ('SCHEDULED','RUNNING') AND done = 1 LIMIT 5`},
+		{What: "unfinished task marked done", Query: `SELECT id FROM tasks WHERE status IN ('WAITING','SCHEDULED','RUNNING') AND done = 1 LIMIT 5`},
 		{What: "run of a missing task", Query: `SELECT r.id FROM runs r LEFT JOIN tasks t ON t.id = r.task_id WHERE t.id IS NULL LIMIT 5`},
 	}...)
 	err := store.CheckInvariants(checks, func(q string) ([]string, error) {

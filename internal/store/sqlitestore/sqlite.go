@@ -111,7 +111,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Relaxed {
 		sync = "NORMAL"
 	}
-	pragmas := []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(" + sync + ")", "foreign_keys(0)"}
+	pragmas := []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(" + sync + ")", "foreign_keys(0)", "recursive_triggers(1)"}
 	dsn := func(extra ...string) string {
 		q := url.Values{}
 		for _, p := range append(pragmas, extra...) {

@@ -100,6 +100,11 @@ func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams)
 			if err != nil {
 				return err
 			}
+			if !r.Existing && (len(p.DependsOn) > 0 || len(p.DependsOnItems) > 0) {
+				if r, err = insertDeps(ctx, tx, p, r, i, out[:i]); err != nil {
+					return err
+				}
+			}
 			out[i] = r
 		}
 		return nil
@@ -148,6 +153,99 @@ func insertTask(ctx context.Context, tx *wtx, p store.TaskInsertParams) (store.T
 	return store.TaskInsertResult{Task: t}, nil
 }
 
+// insertDeps records the dependencies of the task r just inserted for
+// item i of an insert (prior: the results of the earlier items) and
+// starts it WAITING, or CANCELED when one has already failed.
+func insertDeps(ctx context.Context, tx *wtx, p store.TaskInsertParams, r store.TaskInsertResult, i int,
+	prior []store.TaskInsertResult) (store.TaskInsertResult, error) {
+	ids, err := store.DepIDs(p, i, prior)
+	if err != nil {
+		return r, err
+	}
+	args := make([]any, len(ids))
+	for j, id := range ids {
+		args[j] = id
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT id, status FROM tasks WHERE id IN (`+inList(len(ids))+`)`, args...)
+	if err != nil {
+		return r, fmt.Errorf("sqlitestore: read dependencies: %w", err)
+	}
+	status := make(map[string]rota.Status, len(ids))
+	for rows.Next() {
+		var (
+			id string
+			s  rota.Status
+		)
+		if err := rows.Scan(&id, &s); err != nil {
+			rows.Close()
+			return r, fmt.Errorf("sqlitestore: read dependencies: %w", err)
+		}
+		status[id] = s
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return r, fmt.Errorf("sqlitestore: read dependencies: %w", err)
+	}
+	st, err := store.StartWithDeps(ids, status)
+	if err != nil {
+		return r, err
+	}
+	for _, id := range ids {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO task_deps (task_id, dep_id) VALUES (?, ?)`, r.Task.ID, id); err != nil {
+			return r, fmt.Errorf("sqlitestore: insert dependency: %w", err)
+		}
+	}
+	now := ms(p.Now)
+	switch {
+	case st.Failed != "":
+		_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = 'CANCELED', done = 1, avail = 0, end_time = ?, message = ?,
+			updated_at = ? WHERE id = ?`, now, st.Failed, now, r.Task.ID)
+	case st.Waiting > 0:
+		_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = 'WAITING', avail = 0, deps_waiting = ?, updated_at = ? WHERE id = ?`,
+			st.Waiting, now, r.Task.ID)
+	}
+	if err != nil {
+		return r, fmt.Errorf("sqlitestore: start task %s after its dependencies: %w", r.Task.ID, err)
+	}
+	t, err := getTask(ctx, tx, r.Task.ID)
+	if err != nil {
+		return r, err
+	}
+	t.DependsOn = ids
+	r.Task = &t.Task
+	return r, nil
+}
+
+// taskLinks reads the dependencies (parents) and dependents (children) of
+// task id, by id.
+func taskLinks(ctx context.Context, q queryer, id string) (parents, children []string, err error) {
+	for _, l := range []struct {
+		sql string
+		out *[]string
+	}{
+		{`SELECT dep_id FROM task_deps WHERE task_id = ? ORDER BY dep_id`, &parents},
+		{`SELECT task_id FROM task_deps WHERE dep_id = ? ORDER BY task_id`, &children},
+	} {
+		rows, err := q.QueryContext(ctx, l.sql, id)
+		if err != nil {
+			return nil, nil, fmt.Errorf("sqlitestore: links of %s: %w", id, err)
+		}
+		for rows.Next() {
+			var v string
+			if err := rows.Scan(&v); err != nil {
+				rows.Close()
+				return nil, nil, fmt.Errorf("sqlitestore: links of %s: %w", id, err)
+			}
+			*l.out = append(*l.out, v)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, nil, fmt.Errorf("sqlitestore: links of %s: %w", id, err)
+		}
+	}
+	return parents, children, nil
+}
+
 // rerunTask makes the finished task t claimable again under its id for
 // insert p (RerunIfFinished): its runs are deleted and it starts afresh.
 func rerunTask(ctx context.Context, tx *wtx, t *taskRow, p store.TaskInsertParams) (store.TaskInsertResult, error) {
@@ -159,7 +257,7 @@ func rerunTask(ctx context.Context, tx *wtx, t *taskRow, p store.TaskInsertParam
 	if _, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE task_id = ?`, t.ID); err != nil {
 		return store.TaskInsertResult{}, fmt.Errorf("sqlitestore: rerun %s: clear runs: %w", t.ID, err)
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'SCHEDULED', done = 0, avail = 1, held = 0, attempt = 0,
+	_, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'SCHEDULED', done = 0, avail = 1, held = 0, deps_waiting = 0, attempt = 0,
 		failures = 0, successes = 0, running = 0, stop_requested = 0, run_at = ?, start_time = 0, end_time = 0,
 		worker_address = '', message = '', result = NULL, skip_reason = '', updated_at = ? WHERE id = ?`, runAt, now, t.ID)
 	if err != nil {
@@ -201,6 +299,9 @@ func (s *Store) TaskGet(ctx context.Context, id string) (*rota.Task, error) {
 		return nil, err
 	}
 	t.Runs = runs
+	if t.DependsOn, t.Dependents, err = taskLinks(ctx, s.r, id); err != nil {
+		return nil, err
+	}
 	return &t.Task, nil
 }
 

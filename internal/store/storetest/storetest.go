@@ -82,6 +82,7 @@ func Run(t *testing.T, newStore func(tb testing.TB) store.Store) {
 		{"ScheduleExt", testScheduleExt},
 		{"Access", testAccess},
 		{"Events", testEvents},
+		{"Deps", testDeps},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {
