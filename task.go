@@ -125,8 +125,8 @@ type Task struct {
 	ScheduleID string    // the schedule that fired it, if any
 	FireTime   time.Time // the schedule fire time it stands for, if any
 
-	DependsOn  []string // the tasks it waits for (parents), filled by single-task reads
-	Dependents []string // the tasks that wait for it (children), filled by single-task reads
+	DependsOn  []string // the tasks it waits for (parents), filled by TaskGet
+	Dependents []string // the tasks that wait for it (children), filled by TaskGet
 
 	Runs []Run // execution attempts, oldest first (filled by single-task reads)
 }

@@ -61,6 +61,12 @@ type TaskDetail struct {
 	Task
 	// Runs are the task's runs, oldest first; [] when none.
 	Runs []Run `json:"runs"`
+	// DependsOn are the tasks this one waits for (its parents), by id;
+	// [] when none.
+	DependsOn []string `json:"depends_on"`
+	// Dependents are the tasks that wait for this one (its children), by
+	// id; [] when none.
+	Dependents []string `json:"dependents"`
 }
 
 // Run is one execution attempt of a task.
@@ -136,6 +142,15 @@ type SubmitRequest struct {
 	Workers *int `json:"workers,omitempty"`
 	// WorkerIDs, when not empty, are the only workers allowed to run it.
 	WorkerIDs []string `json:"worker_ids,omitempty"`
+	// DependsOn names up to 100 tasks that must all succeed before this
+	// one may run (it is WAITING until then); if one ends FAILED, CANCELED
+	// or TIMEOUT for good, this one ends CANCELED with reason
+	// dependency_failed. In a batch, "ref:NAME" names an earlier item by
+	// its Ref.
+	DependsOn []string `json:"depends_on,omitempty"`
+	// Ref names this item within a batch so that later items can depend
+	// on it ("ref:NAME"); only in POST /api/tasks/batch.
+	Ref string `json:"ref,omitempty"`
 }
 
 // SubmitResponse is the data of POST /api/tasks and POST

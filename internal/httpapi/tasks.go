@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -38,7 +39,59 @@ func (s *submitRequest) validate(a *API) error {
 	if err != nil {
 		return err
 	}
+	if s.Ref != "" {
+		return rota.Invalid("ref", "names an item of a batch: only in POST /api/tasks/batch")
+	}
+	if err := s.checkDeps("", nil, &s.params); err != nil {
+		return err
+	}
 	return a.checkAccepted("kind", p.Kind)
+}
+
+// refPrefix marks a dependency on an earlier item of a batch by its ref.
+const refPrefix = "ref:"
+
+// checkDeps checks depends_on (at most store.MaxDependencies task ids, or
+// in a batch "ref:NAME" of an earlier item: refs maps the refs seen so far
+// to their item index) and sets p's dependencies.
+func (s *submitRequest) checkDeps(prefix string, refs map[string]int, p *store.TaskInsertParams) error {
+	f := func(name string) string { return joinPath(prefix, name) }
+	if n := len(s.DependsOn); n > store.MaxDependencies {
+		return rota.Invalid(f("depends_on"), "names %d tasks, at most %d allowed", n, store.MaxDependencies)
+	}
+	for j, d := range s.DependsOn {
+		field := fmt.Sprintf("%s[%d]", f("depends_on"), j)
+		if ref, ok := strings.CutPrefix(d, refPrefix); ok {
+			i, known := refs[ref]
+			if !known {
+				return rota.Invalid(field, "is %s, which names no earlier item of the batch (an item's \"ref\")", shortQuote(d))
+			}
+			p.DependsOnItems = append(p.DependsOnItems, i)
+			continue
+		}
+		if err := checkID(field, d); err != nil {
+			return rota.Invalid(field, "must be a task id (32 lowercase hex characters) or, in a batch, \"ref:\" and an earlier item's ref; got %s", shortQuote(d))
+		}
+		p.DependsOn = append(p.DependsOn, d)
+	}
+	return nil
+}
+
+// depsError names the field of a dependency error of the store: the
+// batch item's depends_on in a batch.
+func depsError(err error, batch bool) error {
+	var (
+		ie *store.ItemError
+		re *rota.Error
+	)
+	if !errors.As(err, &ie) || !errors.As(ie.Err, &re) {
+		return err
+	}
+	field := re.Field
+	if batch {
+		field = fmt.Sprintf("tasks[%d].%s", ie.Index, re.Field)
+	}
+	return rota.Invalid(field, "%s", re.Message)
 }
 
 // checkAccepted refuses a kind that Config.AcceptKind does not accept,
@@ -196,7 +249,7 @@ func (a *API) taskSubmit(ctx context.Context, req *submitRequest) (*rotaapi.Subm
 	p.ID = a.disp.NewID()
 	res, err := a.disp.Submit(ctx, []store.TaskInsertParams{p})
 	if err != nil {
-		return nil, fmt.Errorf("submit task: %w", err)
+		return nil, fmt.Errorf("submit task: %w", depsError(err, false))
 	}
 	return &rotaapi.SubmitResponse{TaskID: res[0].Task.ID, Existing: res[0].Existing, Rerun: res[0].Rerun}, nil
 }
@@ -219,6 +272,7 @@ func (b *batchRequest) checkItems(a *API, now time.Time) error {
 		return rota.Invalid("tasks", "must hold 1 to %d tasks, got %d", maxBatch, n)
 	}
 	b.params = make([]store.TaskInsertParams, len(b.Tasks))
+	refs := make(map[string]int)
 	for i, raw := range b.Tasks {
 		prefix := fmt.Sprintf("tasks[%d]", i)
 		var s submitRequest
@@ -231,6 +285,21 @@ func (b *batchRequest) checkItems(a *API, now time.Time) error {
 		}
 		if err := a.checkAccepted(prefix+".kind", p.Kind); err != nil {
 			return err
+		}
+		if err := s.checkDeps(prefix, refs, &p); err != nil {
+			return err
+		}
+		if s.Ref != "" {
+			if err := checkName(prefix+".ref", s.Ref, maxKeyLen); err != nil {
+				return err
+			}
+			if strings.HasPrefix(s.Ref, refPrefix) {
+				return rota.Invalid(prefix+".ref", "must not start with %q", refPrefix)
+			}
+			if j, dup := refs[s.Ref]; dup {
+				return rota.Invalid(prefix+".ref", "is %s, already the ref of tasks[%d]", shortQuote(s.Ref), j)
+			}
+			refs[s.Ref] = i
 		}
 		b.params[i] = p
 	}
@@ -251,7 +320,7 @@ func (a *API) taskSubmitBatch(ctx context.Context, req *batchRequest) (*rotaapi.
 	}
 	res, err := a.disp.Submit(ctx, req.params)
 	if err != nil {
-		return nil, fmt.Errorf("submit batch: %w", err)
+		return nil, fmt.Errorf("submit batch: %w", depsError(err, true))
 	}
 	out := &rotaapi.BatchSubmitResponse{Results: make([]rotaapi.SubmitResult, len(res))}
 	for i, r := range res {
@@ -271,6 +340,7 @@ func (l *listRequest) readRequest(r *http.Request) error {
 		nameParam("kind", &p.Kind, checkKind),
 		statusParam(&p.Status),
 		nameParam("key", &p.Key, func(field, v string) error { return checkName(field, v, maxKeyLen) }),
+		nameParam("depends_on", &p.DependsOn, checkID),
 	}, pageParams(&p.Limit, &p.Cursor, checkCursor)...)...)
 }
 
@@ -292,7 +362,7 @@ func statusList() string {
 
 // taskList lists tasks newest first, one page at a time.
 //
-// GET /api/tasks?kind=&status=&key=&limit=&cursor=
+// GET /api/tasks?kind=&status=&key=&depends_on=&limit=&cursor=
 func (a *API) taskList(ctx context.Context, req *listRequest) (*rotaapi.TaskList, error) {
 	res, err := a.store.TaskList(ctx, req.params)
 	if err != nil {

@@ -86,7 +86,8 @@ func toRun(r *rota.Run) rotaapi.Run {
 }
 
 func toTaskDetail(t *rota.Task) *rotaapi.TaskDetail {
-	return &rotaapi.TaskDetail{Task: toTask(t), Runs: convertAll(t.Runs, toRun)}
+	return &rotaapi.TaskDetail{Task: toTask(t), Runs: convertAll(t.Runs, toRun),
+		DependsOn: nonNil(t.DependsOn), Dependents: nonNil(t.Dependents)}
 }
 
 func toClaimedRun(c *rota.ClaimedRun) rotaapi.ClaimedRun {

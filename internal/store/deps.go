@@ -16,7 +16,7 @@ func DepIDs(p TaskInsertParams, i int, prior []TaskInsertResult) ([]string, erro
 	ids = append(ids, p.DependsOn...)
 	for _, j := range p.DependsOnItems {
 		if j < 0 || j >= i || j >= len(prior) || prior[j].Task == nil {
-			return nil, rota.Invalid("depends_on", "item %d can only depend on an earlier item, not on item %d", i, j)
+			return nil, &ItemError{Index: i, Err: rota.Invalid("depends_on", "item %d can only depend on an earlier item, not on item %d", i, j)}
 		}
 		ids = append(ids, prior[j].Task.ID)
 	}
@@ -30,16 +30,28 @@ type DepStart struct {
 	Failed  string // when not "": the task is CANCELED at once with this message
 }
 
-// StartWithDeps decides how a task depending on ids starts, given the
-// status of each dependency found (a missing one is rota.ErrInvalid on
-// depends_on).
-func StartWithDeps(ids []string, status map[string]rota.Status) (DepStart, error) {
+// ItemError is the error of item Index of a TaskInsertMany, so that the
+// API can name the item at fault; it unwraps to Err.
+type ItemError struct {
+	Index int
+	Err   error
+}
+
+func (e *ItemError) Error() string { return fmt.Sprintf("item %d: %v", e.Index, e.Err) }
+
+// Unwrap returns Err.
+func (e *ItemError) Unwrap() error { return e.Err }
+
+// StartWithDeps decides how item i of an insert, depending on ids, starts,
+// given the status of each dependency found (a missing one is
+// rota.ErrInvalid on depends_on, in an ItemError).
+func StartWithDeps(i int, ids []string, status map[string]rota.Status) (DepStart, error) {
 	var st DepStart
 	for _, id := range ids {
 		s, ok := status[id]
 		switch {
 		case !ok:
-			return DepStart{}, rota.Invalid("depends_on", "task %s not found", id)
+			return DepStart{}, &ItemError{Index: i, Err: rota.Invalid("depends_on", "names task %s, which does not exist", id)}
 		case s == rota.StatusSuccess:
 		case s.Terminal():
 			if st.Failed == "" {

@@ -26,8 +26,13 @@ func TestMigrateKeyHeld(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	// Back to the schema before the migration, with the tasks it allowed
-	// (and without the later migrations, 0006_schedule_ext and 0007_events).
+	// (and without the later migrations, 0006_schedule_ext, 0007_events and 0008_deps).
 	_, err = conn.Exec(ctx, `SET search_path TO `+pgx.Identifier{schema}.Sanitize()+`;
+		DROP TRIGGER tasks_deps_settle ON tasks;
+		DROP TRIGGER tasks_deps_deleted ON tasks;
+		DROP FUNCTION tasks_deps_settle(), tasks_deps_deleted();
+		DROP TABLE task_deps;
+		ALTER TABLE tasks DROP COLUMN deps_waiting;
 		DROP TABLE events, event_seq;
 		ALTER TABLE schedules DROP COLUMN options, DROP COLUMN ext_state, DROP COLUMN error_message;
 		DROP INDEX tasks_held_key;
@@ -41,7 +46,7 @@ func TestMigrateKeyHeld(t *testing.T) {
 			('t3', 'k', 1, '{}', 'a', 'FAILED',    false, 3, 1, 0, 30, 3000, 3000, 3500, 3500),
 			('u1', 'k', 1, '{}', 'b', 'SUCCESS',   false, 3, 1, 0, 30, 1000, 1000, 1500, 1500),
 			('u2', 'k', 1, '{}', 'b', 'CANCELED',  false, 3, 1, 0, 30, 2000, 2000, 2500, 2500);
-		DELETE FROM rota_migration WHERE version >= `+strconv.Itoa(pgstore.SchemaVersion()-2))
+		DELETE FROM rota_migration WHERE version >= `+strconv.Itoa(pgstore.SchemaVersion()-3))
 	if err != nil {
 		t.Fatal(err)
 	}

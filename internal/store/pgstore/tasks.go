@@ -347,7 +347,7 @@ func insertDeps(ctx context.Context, t *txn, p store.TaskInsertParams, r store.T
 	if err != nil {
 		return r, fmt.Errorf("read dependencies: %w", err)
 	}
-	st, err := store.StartWithDeps(ids, status)
+	st, err := store.StartWithDeps(i, ids, status)
 	if err != nil {
 		return r, err
 	}

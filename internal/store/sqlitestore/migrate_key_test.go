@@ -23,9 +23,14 @@ func TestMigrateKeyHeld(t *testing.T) {
 	}
 	st.Close()
 	// Back to the schema before the migration, with the tasks it allowed
-	// (and without the later migrations, 0008_schedule_ext and
-	// 0009_events).
+	// (and without the later migrations, 0008_schedule_ext, 0009_events
+	// and 0010_deps).
 	err = sqlitestore.ExecForTest(ctx, path, `
+		DROP TRIGGER tasks_deps_succeeded;
+		DROP TRIGGER tasks_deps_failed;
+		DROP TRIGGER tasks_deps_deleted;
+		DROP TABLE task_deps;
+		ALTER TABLE tasks DROP COLUMN deps_waiting;
 		DROP TABLE events;
 		DROP TABLE event_seq;
 		ALTER TABLE schedules DROP COLUMN options;
@@ -44,7 +49,7 @@ func TestMigrateKeyHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-3); err != nil {
+	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-4); err != nil {
 		t.Fatal(err)
 	}
 	st, err = sqlitestore.New(ctx, sqlitestore.Config{Path: path})

@@ -113,7 +113,7 @@ func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*ro
 	if err != nil {
 		return nil, err
 	}
-	return s.TaskGet(ctx, taskID)
+	return s.taskWithRuns(ctx, taskID)
 }
 
 // endRun ends a RUNNING run.

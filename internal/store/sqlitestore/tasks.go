@@ -186,7 +186,7 @@ func insertDeps(ctx context.Context, tx *wtx, p store.TaskInsertParams, r store.
 	if err := rows.Err(); err != nil {
 		return r, fmt.Errorf("sqlitestore: read dependencies: %w", err)
 	}
-	st, err := store.StartWithDeps(ids, status)
+	st, err := store.StartWithDeps(i, ids, status)
 	if err != nil {
 		return r, err
 	}
@@ -290,6 +290,19 @@ func ensureKind(ctx context.Context, tx *wtx, kind string) error {
 
 // TaskGet implements store.Store.
 func (s *Store) TaskGet(ctx context.Context, id string) (*rota.Task, error) {
+	t, err := s.taskWithRuns(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if t.DependsOn, t.Dependents, err = taskLinks(ctx, s.r, id); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// taskWithRuns reads a task with its runs, without its dependency links
+// (what the answers of reports need).
+func (s *Store) taskWithRuns(ctx context.Context, id string) (*rota.Task, error) {
 	t, err := getTask(ctx, s.r, id)
 	if err != nil {
 		return nil, err
@@ -299,9 +312,6 @@ func (s *Store) TaskGet(ctx context.Context, id string) (*rota.Task, error) {
 		return nil, err
 	}
 	t.Runs = runs
-	if t.DependsOn, t.Dependents, err = taskLinks(ctx, s.r, id); err != nil {
-		return nil, err
-	}
 	return &t.Task, nil
 }
 
