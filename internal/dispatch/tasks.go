@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
@@ -61,7 +62,35 @@ func (d *Dispatcher) Complete(ctx context.Context, p store.RunCompleteParams) (*
 	}
 	d.emitTask(t, p.Now)
 	d.afterChange(t)
+	if t.Status.Terminal() && len(t.Dependents) > 0 {
+		d.afterDeps(ctx, t, p.Now)
+	}
 	return t, nil
+}
+
+// maxDependentsWake bounds the dependents afterDeps reads: beyond it, they
+// are claimed at their workers' next poll.
+const maxDependentsWake = 1000
+
+// afterDeps announces the dependents of the ended task t, which its end
+// released (SCHEDULED: their workers are woken) or canceled. The
+// follow-up outlives the request, as the change is committed.
+func (d *Dispatcher) afterDeps(ctx context.Context, t *rota.Task, now time.Time) {
+	ctx = context.WithoutCancel(ctx)
+	res, err := d.cfg.Store.TaskList(ctx, store.TaskListParams{DependsOn: t.ID, Limit: maxDependentsWake})
+	if err != nil {
+		d.cfg.Logger.Warn("read the dependents of an ended task", "task_id", t.ID, "err", err)
+		return
+	}
+	for i := range res.Tasks {
+		c := &res.Tasks[i]
+		// Released by this end, or canceled by it (not by an earlier one).
+		if c.Status != rota.StatusScheduled && (c.Status != rota.StatusCanceled || !c.EndTime.Equal(t.EndTime)) {
+			continue
+		}
+		d.emitTask(c, now)
+		d.afterChange(c)
+	}
 }
 
 // completeManyConcurrency bounds the reports of one CompleteMany in flight

@@ -36,7 +36,9 @@ type (
 // tests use (got.taskJSON); TestTaskDetailJSON checks that the two agree.
 type taskDetailJSON struct {
 	taskJSON
-	Runs []rotaapi.Run `json:"runs"`
+	Runs       []rotaapi.Run `json:"runs"`
+	DependsOn  []string      `json:"depends_on"`
+	Dependents []string      `json:"dependents"`
 }
 
 func TestTaskDetailJSON(t *testing.T) {
@@ -44,7 +46,8 @@ func TestTaskDetailJSON(t *testing.T) {
 	want := rotaapi.TaskDetail{
 		Task: rotaapi.Task{TaskID: "t", Kind: "k", Task: json.RawMessage(`{"a":1}`), Result: json.RawMessage(`null`),
 			WorkerIDs: []string{"w"}, CreatedAt: 1700000000},
-		Runs: []rotaapi.Run{{RunID: "r", TaskID: "t", Attempt: 1, StartTime: 1700000001}},
+		Runs:      []rotaapi.Run{{RunID: "r", TaskID: "t", Attempt: 1, StartTime: 1700000001}},
+		DependsOn: []string{"p"}, Dependents: []string{"c"},
 	}
 	b, err := json.Marshal(want)
 	if err != nil {

@@ -120,7 +120,9 @@ type Store interface {
 	// not. A run whose stop was requested ends CANCELED whatever it reports;
 	// if the task itself was stopped, the task ends CANCELED when its last
 	// running run ends; if only the run was stopped (its worker was removed
-	// from WorkerIDs), the task is claimable again at once.
+	// from WorkerIDs), the task is claimable again at once. The task
+	// returned has its Runs and, when it ended, its Dependents (whose
+	// status its end may have changed).
 	RunComplete(ctx context.Context, p RunCompleteParams) (*rota.Task, error)
 
 	// RunExpire ends, as TIMEOUT, up to Limit RUNNING runs whose lease expired

@@ -40,8 +40,8 @@ func TestCostPerTask(t *testing.T) {
 		storetest.CostHeartbeat: inProcess(6),
 		// BEGIN; SELECT runs; UPDATE runs (SUCCESS); SELECT tasks; UPDATE
 		// tasks (settled); SELECT tasks and SELECT runs (the task returned);
-		// COMMIT.
-		storetest.CostComplete: inProcess(8),
+		// SELECT task_deps (its dependents, as it ended); COMMIT.
+		storetest.CostComplete: inProcess(9),
 		// BEGIN; upsert workers; SELECT kinds; the pick; COMMIT: an empty
 		// claim is a write (the worker's last_seen) and an fsync.
 		storetest.CostClaimEmpty: inProcess(5),

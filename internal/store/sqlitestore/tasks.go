@@ -216,16 +216,20 @@ func insertDeps(ctx context.Context, tx *wtx, p store.TaskInsertParams, r store.
 	return r, nil
 }
 
-// taskLinks reads the dependencies (parents) and dependents (children) of
-// task id, by id.
-func taskLinks(ctx context.Context, q queryer, id string) (parents, children []string, err error) {
-	for _, l := range []struct {
+// taskLinks reads the dependents (children) of task id and, with
+// withParents, its dependencies (parents), by id.
+func taskLinks(ctx context.Context, q queryer, id string, withParents bool) (parents, children []string, err error) {
+	links := []struct {
 		sql string
 		out *[]string
 	}{
-		{`SELECT dep_id FROM task_deps WHERE task_id = ? ORDER BY dep_id`, &parents},
 		{`SELECT task_id FROM task_deps WHERE dep_id = ? ORDER BY task_id`, &children},
-	} {
+		{`SELECT dep_id FROM task_deps WHERE task_id = ? ORDER BY dep_id`, &parents},
+	}
+	if !withParents {
+		links = links[:1]
+	}
+	for _, l := range links {
 		rows, err := q.QueryContext(ctx, l.sql, id)
 		if err != nil {
 			return nil, nil, fmt.Errorf("sqlitestore: links of %s: %w", id, err)
@@ -294,14 +298,14 @@ func (s *Store) TaskGet(ctx context.Context, id string) (*rota.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.DependsOn, t.Dependents, err = taskLinks(ctx, s.r, id); err != nil {
+	if t.DependsOn, t.Dependents, err = taskLinks(ctx, s.r, id, true); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
-// taskWithRuns reads a task with its runs, without its dependency links
-// (what the answers of reports need).
+// taskWithRuns reads a task with its runs (what the answers of reports
+// need) and, once it has ended, its dependents (for their wake-up).
 func (s *Store) taskWithRuns(ctx context.Context, id string) (*rota.Task, error) {
 	t, err := getTask(ctx, s.r, id)
 	if err != nil {
@@ -312,6 +316,11 @@ func (s *Store) taskWithRuns(ctx context.Context, id string) (*rota.Task, error)
 		return nil, err
 	}
 	t.Runs = runs
+	if t.Done {
+		if _, t.Dependents, err = taskLinks(ctx, s.r, id, false); err != nil {
+			return nil, err
+		}
+	}
 	return &t.Task, nil
 }
 
