@@ -52,7 +52,20 @@ type TaskParams struct {
 	Workers int
 	// WorkerIDs, when not empty, are the only workers allowed to run it.
 	WorkerIDs []string
+	// DependsOn names up to 100 tasks that must all succeed before this
+	// one may run: task ids or, in SubmitBatch, "ref:NAME" for an earlier
+	// item whose Ref is NAME (DependsOnRef). Until then the task is
+	// WAITING; if one ends FAILED, CANCELED or TIMEOUT for good, this one
+	// ends CANCELED with a message starting with "dependency_failed".
+	DependsOn []string
+	// Ref names this task within a SubmitBatch so that later items can
+	// depend on it; only in SubmitBatch.
+	Ref string
 }
+
+// DependsOnRef is the DependsOn entry naming the batch item whose Ref is
+// ref.
+func DependsOnRef(ref string) string { return "ref:" + ref }
 
 // wire returns p as the API reads it.
 func (p *TaskParams) wire() (rotaapi.SubmitRequest, error) {
@@ -75,6 +88,7 @@ func (p *TaskParams) wire() (rotaapi.SubmitRequest, error) {
 		RerunIfFinished: p.RerunIfFinished,
 		MaxRetries:      p.MaxRetries, TimeoutSeconds: nonZero(p.TimeoutSeconds),
 		HeartbeatTimeoutSeconds: nonZero(p.HeartbeatTimeoutSeconds), Workers: nonZero(p.Workers), WorkerIDs: p.WorkerIDs,
+		DependsOn: p.DependsOn, Ref: p.Ref,
 	}
 	if !p.RunAt.IsZero() {
 		w.RunAtMS = new(max(p.RunAt.UnixMilli(), 1))
@@ -159,6 +173,8 @@ type ListParams struct {
 	Status rota.Status
 	// Key keeps the tasks with this idempotency key.
 	Key string
+	// DependsOn keeps the tasks that depend on this task id.
+	DependsOn string
 	// Limit is the page size; 0 means the server's default.
 	Limit int
 	// Cursor continues after a previous page (its NextCursor).
@@ -177,6 +193,9 @@ func (p ListParams) Encode() string {
 	}
 	if p.Key != "" {
 		q.Set("key", p.Key)
+	}
+	if p.DependsOn != "" {
+		q.Set("depends_on", p.DependsOn)
 	}
 	return pageQuery(q, p.Limit, p.Cursor)
 }

@@ -82,11 +82,19 @@ func (w *taskIn) task() rota.Task {
 // taskDetailIn is a rotaapi.TaskDetail.
 type taskDetailIn struct {
 	taskIn
-	Runs []runIn `json:"runs"`
+	Runs       []runIn  `json:"runs"`
+	DependsOn  []string `json:"depends_on"`
+	Dependents []string `json:"dependents"`
 }
 
 func (w *taskDetailIn) task() rota.Task {
 	t := w.taskIn.task()
+	if len(w.DependsOn) > 0 {
+		t.DependsOn = w.DependsOn
+	}
+	if len(w.Dependents) > 0 {
+		t.Dependents = w.Dependents
+	}
 	for i := range w.Runs {
 		t.Runs = append(t.Runs, w.Runs[i].run(w.TaskID))
 	}
