@@ -42,8 +42,8 @@ rota_task_overlap_skipped_total 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "rota_misfire_dropped_total", "rota_task_overlap_skipped_total"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 7+6 {
-		t.Fatalf("series = %d (%v), want 13 (7 statuses + 6 metrics)", n, err)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 8+6 {
+		t.Fatalf("series = %d (%v), want 14 (8 statuses + 6 metrics)", n, err)
 	}
 	// A second registry is independent: no global state.
 	if _, err := metrics.New(prometheus.NewRegistry()); err != nil {

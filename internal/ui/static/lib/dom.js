@@ -193,5 +193,5 @@ export function select(name, options, value, attrs = {}) {
   }));
 }
 
-export const STATUSES = ['SCHEDULED', 'RUNNING', 'SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELED', 'SKIPPED'];
+export const STATUSES = ['WAITING', 'SCHEDULED', 'RUNNING', 'SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELED', 'SKIPPED'];
 export const TERMINAL = new Set(['SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELED', 'SKIPPED']);

@@ -19,7 +19,7 @@ export default async function render(root, [id], {live, signal, navigate, setTit
     task = await api('GET', '/api/tasks/' + id, undefined, {signal});
     if (signal.aborted) return;
     replace(head, h('h1', null, 'Task ', h('span', {class: 'mono', id: 'task-id'}, id), badge(task.status)));
-    replace(info, details(task));
+    replace(info, details(task), await links(task));
     if (!editDirty) replace(actions, actionsView(task));
     else updateButtons(task);
   }
@@ -101,6 +101,24 @@ export default async function render(root, [id], {live, signal, navigate, setTit
     if (ev.type === 'reset' || ev.task_id === id) refresh();
   });
   return () => { off(); refresh.cancel(); };
+}
+
+// links shows the task's dependencies (parents) and dependents (children)
+// with their statuses: a dependency chain can be followed both ways.
+async function links(t) {
+  const parents = t.depends_on || [], children = t.dependents || [];
+  if (parents.length === 0 && children.length === 0) return null;
+  const get = (ids) => Promise.all(ids.map(id => api('GET', '/api/tasks/' + id).catch(() => ({task_id: id, status: '?'}))));
+  const [ps, cs] = await Promise.all([get(parents), get(children.slice(0, 100))]);
+  const item = (x) => h('li', {'data-task': x.task_id},
+    h('a', {class: 'mono', href: '/tasks/' + x.task_id, title: x.task_id}, x.task_id.slice(-12)), ' ',
+    x.kind ? h('span', {class: 'muted small'}, x.kind + ' ') : null, badge(x.status));
+  const list = (id, xs, none) => xs.length === 0 ? h('p', {class: 'muted', id}, none) : h('ul', {id, class: 'links'}, xs.map(item));
+  return h('section', {class: 'card', id: 'task-deps'}, h('h2', null, 'Dependencies'),
+    h('div', {class: 'grid'},
+      h('div', null, h('h3', null, `Waits for (${parents.length})`), list('task-parents', ps, 'nothing')),
+      h('div', null, h('h3', null, `Waited for by (${children.length})`), list('task-children', cs, 'nothing'),
+        children.length > 100 ? h('a', {href: '/tasks?depends_on=' + t.task_id}, 'all of them') : null)));
 }
 
 function details(t) {

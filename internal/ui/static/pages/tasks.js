@@ -7,7 +7,8 @@ const LIMIT = 50;
 
 export default async function render(root, _params, {live, signal, navigate}) {
   const q = new URLSearchParams(location.search);
-  const filter = {kind: q.get('kind') || '', status: q.get('status') || '', key: q.get('key') || '', cursor: q.get('cursor') || ''};
+  const filter = {kind: q.get('kind') || '', status: q.get('status') || '', key: q.get('key') || '',
+    depends_on: q.get('depends_on') || '', cursor: q.get('cursor') || ''};
 
   const kindSelect = select('kind', [['', 'any kind']], filter.kind, {id: 'filter-kind'});
   const statusSelect = select('status', [['', 'any status'], ...STATUSES], filter.status, {id: 'filter-status'});
@@ -41,6 +42,9 @@ export default async function render(root, _params, {live, signal, navigate}) {
   const list = h('div', {id: 'task-list'}, h('p', {class: 'empty'}, 'Loading…'));
   root.append(
     h('div', {class: 'spread'}, h('h1', null, 'Tasks'), h('a', {href: '/submit'}, 'Submit a task')),
+    filter.depends_on ? h('p', {class: 'notice', id: 'filter-depends-on'}, 'Tasks that depend on ',
+      h('a', {class: 'mono', href: '/tasks/' + encodeURIComponent(filter.depends_on)}, filter.depends_on), ' — ',
+      h('a', {href: '/tasks' + query({kind: filter.kind, status: filter.status, key: filter.key})}, 'all tasks')) : null,
     h('div', {class: 'card spread'}, form, find),
     h('section', {class: 'card'}, list));
 
@@ -56,7 +60,7 @@ export default async function render(root, _params, {live, signal, navigate}) {
     if (signal.aborted) return;
     const tasks = data.tasks || [];
     shown = new Set(tasks.map(t => t.task_id));
-    const base = {kind: filter.kind, status: filter.status, key: filter.key};
+    const base = {kind: filter.kind, status: filter.status, key: filter.key, depends_on: filter.depends_on};
     replace(list,
       tasks.length === 0 ? h('p', {class: 'empty'}, filter.cursor ? 'No more tasks.' : 'No task matches.') :
         table(['Task', 'Kind', 'Priority', 'Status', h('th', {class: 'num'}, 'Attempt'), 'Created', 'Ended', 'Message'],
