@@ -166,6 +166,9 @@ func (d *Dispatcher) StopTask(ctx context.Context, id, message string) (*rota.Ta
 	}
 	d.beats.wakeRuns(t)
 	d.emitTask(t, now)
+	if t.Status.Terminal() && len(t.Dependents) > 0 {
+		d.afterDeps(ctx, t, now)
+	}
 	return t, nil
 }
 

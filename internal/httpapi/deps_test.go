@@ -156,3 +156,21 @@ func TestDepsReleaseWakesWaiters(t *testing.T) {
 		t.Fatalf("released dependent claimed after %s, want at once", d)
 	}
 }
+
+// TestDepsStopCancelsChain: stopping a waiting parent cancels its
+// dependents at once; its own parent is untouched.
+func TestDepsStopCancelsChain(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	a := e.submit(map[string]any{"kind": "ds", "task": 1})
+	b := e.submit(map[string]any{"kind": "ds", "task": 2, "depends_on": []string{a}})
+	c := e.submit(map[string]any{"kind": "ds", "task": 3, "depends_on": []string{b}})
+	e.ok("POST", "/api/tasks/stop/"+b, map[string]any{}, nil)
+	got := e.task(c)
+	if got.Status != rota.StatusCanceled || !strings.HasPrefix(got.Message, "dependency_failed") {
+		t.Fatalf("c after stopping b: %s %q, want CANCELED dependency_failed…", got.Status, got.Message)
+	}
+	if got := e.task(a).Status; got != rota.StatusScheduled {
+		t.Fatalf("a after stopping b: %s, want SCHEDULED", got)
+	}
+}
