@@ -33,20 +33,20 @@ claimed (OLDEST_WAITING) and whether the kind is paused.`,
 				return o.fail(err)
 			}
 			header := []string{"KIND", "PAUSED"}
-			for _, s := range rota.Statuses() {
+			for _, s := range statsColumns() {
 				header = append(header, string(s))
 			}
 			header = append(header, "OLDEST_WAITING")
 			t := newTable(env.Stdout, header...)
 			for _, k := range st.Kinds {
 				row := []any{k.Kind, k.Paused}
-				for _, s := range rota.Statuses() {
+				for _, s := range statsColumns() {
 					row = append(row, k.Counts[s])
 				}
 				t.row(append(row, time.Duration(k.OldestWaitingSeconds*float64(time.Second)).String())...)
 			}
 			row := []any{"TOTAL", ""}
-			for _, s := range rota.Statuses() {
+			for _, s := range statsColumns() {
 				row = append(row, st.Totals[s])
 			}
 			t.row(append(row, "")...)
@@ -56,4 +56,17 @@ claimed (OLDEST_WAITING) and whether the kind is paused.`,
 	addAPIFlags(cmd, o, true)
 	annotateEnv(cmd)
 	return cmd
+}
+
+// statsColumns are the status columns of rota stats: the statuses in
+// lifecycle order, but WAITING (added with task dependencies) last, so
+// that the columns scripts read keep their places.
+func statsColumns() []rota.Status {
+	var out []rota.Status
+	for _, s := range rota.Statuses() {
+		if s != rota.StatusWaiting {
+			out = append(out, s)
+		}
+	}
+	return append(out, rota.StatusWaiting)
 }
