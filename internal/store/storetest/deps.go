@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rotahq/rota"
@@ -19,6 +20,44 @@ func testDeps(t *testing.T, ns newStoreFunc) {
 	parallel(t, ns, "Unknown", depsUnknown)
 	parallel(t, ns, "BatchItems", depsBatchItems)
 	parallel(t, ns, "ListFilter", depsListFilter)
+	parallel(t, ns, "InsertRacesParentEnd", depsInsertRacesParentEnd)
+}
+
+// depsInsertRacesParentEnd: dependents inserted while their parent
+// succeeds are never left WAITING for a parent that already ended.
+func depsInsertRacesParentEnd(t *testing.T, f *Fixture) {
+	a := f.InsertNew(kindK, f.At(0))
+	c := f.ClaimOne("w1", f.At(sec(1)), kindK)
+	const n = 20
+	ps := make([]store.TaskInsertParams, n)
+	for i := range ps {
+		ps[i] = f.Params("child", f.At(sec(2)))
+		ps[i].DependsOn = []string{a.ID}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n+1)
+	for i := range ps {
+		wg.Go(func() {
+			if _, err := f.Store.TaskInsert(f.Ctx(), ps[i]); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Go(func() {
+		if _, err := f.Store.RunComplete(f.Ctx(), store.RunCompleteParams{RunID: c.RunID, WorkerID: "w1", Success: true,
+			Now: f.At(sec(2))}); err != nil {
+			errs <- err
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		depStatus(f, p.ID, rota.StatusScheduled)
+	}
+	checkInvariants(f)
 }
 
 // checkInvariants runs the backend's invariant check when it has one.
