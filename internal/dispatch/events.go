@@ -58,5 +58,10 @@ func (d *Dispatcher) emitTaskByID(ctx context.Context, id string) {
 			}
 		}
 	}
-	d.emitTask(t, d.cfg.Clock.Now())
+	now := d.cfg.Clock.Now()
+	d.emitTask(t, now)
+	if t.Status.Terminal() && len(t.Dependents) > 0 {
+		// An expiry that ended the task for good canceled its dependents.
+		d.afterDeps(ctx, t, now)
+	}
 }
