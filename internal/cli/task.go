@@ -36,6 +36,7 @@ func newTaskSubmitCmd(env Env) *cobra.Command {
 		"kind": "kind", "priority": "priority", "task": "payload", "key": "key", "run_at": "run-at",
 		"delay_seconds": "delay", "max_retries": "max-retries", "timeout_seconds": "timeout",
 		"heartbeat_timeout_seconds": "heartbeat-timeout", "workers": "workers", "worker_ids": "worker-id",
+		"rerun_if_finished": "rerun-if-finished",
 	}}
 	s := &submitFlags{}
 	cmd := &cobra.Command{
@@ -47,10 +48,13 @@ The payload is any JSON value, handed to the worker as given: --payload '{"to":"
 or --payload-file FILE (- reads standard input); {} when neither is given.
 With --key, the task of the same kind and key — unfinished or finished, until retention
 deletes it — is returned instead of a new one (its id is printed and a note goes to
-standard error).`,
+standard error). With --key and --rerun-if-finished, a finished task holding the key
+runs again under its id instead (a note goes to standard error); an unfinished one
+is never disturbed.`,
 		Example: `  rota task submit --kind email --priority high --payload '{"to":"a@example.com"}'
   echo '{"n":1}' | rota task submit --kind report --payload-file - --delay 10m
-  rota task submit --kind sync --key nightly --timeout 5m --max-retries 0 -o json`,
+  rota task submit --kind sync --key nightly --timeout 5m --max-retries 0 -o json
+  rota task submit --kind sync --key nightly --rerun-if-finished`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.prepare(cmd); err != nil {
@@ -96,6 +100,7 @@ func (s *submitFlags) register(cmd *cobra.Command) {
 	f.StringVar(&s.payload, "payload", "", "the task's JSON payload")
 	f.StringVar(&s.payloadFile, "payload-file", "", "read the JSON payload from this file (- for standard input)")
 	f.StringVar(&s.p.Key, "key", "", "idempotency key: while a task of this kind has it (finished or not, until retention deletes it), submit returns that task")
+	f.BoolVar(&s.p.RerunIfFinished, "rerun-if-finished", false, "with --key: a finished task holding the key runs again under its id instead of being returned")
 	f.Var(secondsValue{&s.delay}, "delay", "run no sooner than this long from now (e.g. 90s, 10m)")
 	f.StringVar(&s.runAt, "run-at", "", "run no sooner than this time: RFC 3339 (2025-01-02T15:04:05Z) or unix seconds")
 	f.IntVar(&s.maxRetries, "max-retries", 3, "failed runs tolerated before the task fails")
@@ -111,6 +116,9 @@ func (s *submitFlags) params(cmd *cobra.Command, stdin io.Reader) (rotaclient.Ta
 	p := s.p
 	if p.Kind == "" {
 		return p, usageError("--kind is required")
+	}
+	if p.RerunIfFinished && p.Key == "" {
+		return p, usageError("--rerun-if-finished needs --key: it reruns the finished task holding the key")
 	}
 	p.Priority = rota.Priority(strings.ToLower(s.priority))
 	raw, err := readPayload(stdin, s.payload, s.payloadFile, cmd.Flags().Changed("payload"))
@@ -141,8 +149,11 @@ func printSubmitted(env Env, o *apiOpts, p rotaclient.TaskParams, res rotaclient
 		b, _ := json.Marshal(res)
 		return writeJSON(env.Stdout, b)
 	}
-	if res.Existing {
-		fmt.Fprintf(env.Stderr, "rota: an unfinished %s task with key %q exists: nothing new was submitted\n", p.Kind, p.Key)
+	switch {
+	case res.Rerun:
+		fmt.Fprintf(env.Stderr, "rota: the finished %s task with key %q runs again under its id\n", p.Kind, p.Key)
+	case res.Existing:
+		fmt.Fprintf(env.Stderr, "rota: a %s task with key %q exists: nothing new was submitted\n", p.Kind, p.Key)
 	}
 	_, err := fmt.Fprintln(env.Stdout, res.TaskID)
 	return err

@@ -212,3 +212,57 @@ func compact(raw json.RawMessage) string {
 	}
 	return buf.String()
 }
+
+func TestTaskSubmitRerunIfFinished(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	if msg := b.wantExit(t, ExitUsage, "task", "submit", "--kind", "sync", "--rerun-if-finished"); !strings.Contains(msg, "--rerun-if-finished needs --key") {
+		t.Errorf("--rerun-if-finished without --key: %q", msg)
+	}
+	id := strings.TrimSpace(b.ok(t, "task", "submit", "--kind", "sync", "--key", "nightly"))
+	// Unfinished: the flag does not disturb it.
+	r := b.run(t, "task", "submit", "--kind", "sync", "--key", "nightly", "--rerun-if-finished")
+	if r.code != ExitOK || strings.TrimSpace(r.stdout) != id || !strings.Contains(r.stderr, "nothing new was submitted") {
+		t.Errorf("rerun of an unfinished task: %+v", r)
+	}
+	cl, err := b.client.Claim(b.ctx, rotaclient.ClaimParams{WorkerID: "w1", Kinds: []string{"sync"}, Max: 1})
+	if err != nil || len(cl.Runs) != 1 || cl.Runs[0].TaskID != id {
+		t.Fatalf("claim = %+v, %v", cl, err)
+	}
+	if err := b.client.Succeed(b.ctx, cl.Runs[0].RunID, rotaclient.SucceedParams{WorkerID: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	// Finished, without the flag: answered as it is.
+	r = b.run(t, "task", "submit", "--kind", "sync", "--key", "nightly")
+	if r.code != ExitOK || strings.TrimSpace(r.stdout) != id || !strings.Contains(r.stderr, "nothing new was submitted") {
+		t.Errorf("keyed resubmit of a finished task: %+v", r)
+	}
+	// Finished, with the flag: runs again under its id.
+	var res rotaclient.SubmitResult
+	if err := json.Unmarshal([]byte(b.ok(t, "task", "submit", "--kind", "sync", "--key", "nightly", "--rerun-if-finished", "-o", "json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.TaskID != id || !res.Existing || !res.Rerun {
+		t.Errorf("rerun -o json = %+v, want task %s existing and rerun", res, id)
+	}
+	task, err := b.client.GetTask(b.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.Status == rota.StatusSuccess {
+		t.Errorf("after the rerun the task is still %s", task.Status)
+	}
+	cl, err = b.client.Claim(b.ctx, rotaclient.ClaimParams{WorkerID: "w1", Kinds: []string{"sync"}, Max: 1})
+	if err != nil || len(cl.Runs) != 1 || cl.Runs[0].TaskID != id {
+		t.Fatalf("claim after rerun = %+v, %v", cl, err)
+	}
+	if err := b.client.Succeed(b.ctx, cl.Runs[0].RunID, rotaclient.SucceedParams{WorkerID: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	// The text output notes the rerun.
+	r = b.run(t, "task", "submit", "--kind", "sync", "--key", "nightly", "--rerun-if-finished")
+	if r.code != ExitOK || strings.TrimSpace(r.stdout) != id || !strings.Contains(r.stderr, "runs again under its id") {
+		t.Errorf("text rerun: %+v", r)
+	}
+}
