@@ -26,6 +26,17 @@ type Worker struct {
 	LastSeen      time.Time
 	Status        WorkerStatus
 	StopRequested bool // asked to drain: it gets no new work
+	// Runs are the runs it holds now, oldest first, where the listing
+	// includes them (GET /api/workers); nil elsewhere.
+	Runs []WorkerRun
+}
+
+// WorkerRun is a run a worker holds now.
+type WorkerRun struct {
+	RunID     string
+	TaskID    string
+	Kind      string
+	StartedAt time.Time
 }
 
 // Kind holds the settings shared by all tasks of one kind.

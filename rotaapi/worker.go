@@ -223,6 +223,21 @@ type Worker struct {
 	Status rota.WorkerStatus `json:"status"`
 	// StopRequested is true once it was asked to drain.
 	StopRequested bool `json:"stop_requested"`
+	// Runs are the runs it holds now, oldest first: in GET /api/workers
+	// only, omitted when it holds none.
+	Runs []WorkerRun `json:"runs,omitempty"`
+}
+
+// WorkerRun is a run a worker holds now.
+type WorkerRun struct {
+	// RunID is the run's id.
+	RunID string `json:"run_id"`
+	// TaskID is the run's task.
+	TaskID string `json:"task_id"`
+	// Kind is the task's kind.
+	Kind string `json:"kind"`
+	// StartedAt is when the run started; unix seconds.
+	StartedAt int64 `json:"started_at"`
 }
 
 // WorkerList is the data of GET /api/workers: one page of workers, by id.

@@ -139,15 +139,26 @@ func kindOf(w *rotaapi.Kind) rota.Kind {
 // workerIn is a rotaapi.Worker.
 type workerIn struct {
 	rotaapi.Worker
-	FirstSeen unixTime `json:"first_seen"`
-	LastSeen  unixTime `json:"last_seen"`
+	FirstSeen unixTime      `json:"first_seen"`
+	LastSeen  unixTime      `json:"last_seen"`
+	Runs      []workerRunIn `json:"runs"`
+}
+
+// workerRunIn is a rotaapi.WorkerRun.
+type workerRunIn struct {
+	rotaapi.WorkerRun
+	StartedAt unixTime `json:"started_at"`
 }
 
 func (w *workerIn) worker() rota.Worker {
-	return rota.Worker{
+	out := rota.Worker{
 		ID: w.WorkerID, Address: w.Address, Kinds: w.Kinds, Running: w.Running,
 		FirstSeen: w.FirstSeen.Time, LastSeen: w.LastSeen.Time, Status: w.Status, StopRequested: w.StopRequested,
 	}
+	for _, r := range w.Runs {
+		out.Runs = append(out.Runs, rota.WorkerRun{RunID: r.RunID, TaskID: r.TaskID, Kind: r.Kind, StartedAt: r.StartedAt.Time})
+	}
+	return out
 }
 
 // workerListIn is a rotaapi.WorkerList.

@@ -68,6 +68,7 @@ func TestLenientShapes(t *testing.T) {
 		reflect.TypeFor[taskListIn]():        reflect.TypeFor[rotaapi.TaskList](),
 		reflect.TypeFor[workerIn]():          reflect.TypeFor[rotaapi.Worker](),
 		reflect.TypeFor[workerListIn]():      reflect.TypeFor[rotaapi.WorkerList](),
+		reflect.TypeFor[workerRunIn]():       reflect.TypeFor[rotaapi.WorkerRun](),
 		reflect.TypeFor[claimedIn]():         reflect.TypeFor[rotaapi.ClaimedRun](),
 		reflect.TypeFor[claimResponseIn]():   reflect.TypeFor[rotaapi.ClaimResponse](),
 		reflect.TypeFor[heartbeatIn]():       reflect.TypeFor[rotaapi.HeartbeatResponse](),

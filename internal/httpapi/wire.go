@@ -132,7 +132,13 @@ func toWorker(w *rota.Worker) rotaapi.Worker {
 		LastSeen:      rotaapi.Unix(w.LastSeen),
 		Status:        w.Status,
 		StopRequested: w.StopRequested,
+		Runs:          convertAll(w.Runs, toWorkerRun),
 	}
+}
+
+// toWorkerRun converts a run a worker holds.
+func toWorkerRun(r *rota.WorkerRun) rotaapi.WorkerRun {
+	return rotaapi.WorkerRun{RunID: r.RunID, TaskID: r.TaskID, Kind: r.Kind, StartedAt: rotaapi.Unix(r.StartedAt)}
 }
 
 // statusCounts returns a count for every status, zeros included.

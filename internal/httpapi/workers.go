@@ -430,6 +430,19 @@ func (a *API) workerList(ctx context.Context, req *workerListRequest) (*rotaapi.
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
+	ids := make([]string, 0, len(res.Workers))
+	for _, w := range res.Workers {
+		if w.Running > 0 {
+			ids = append(ids, w.ID)
+		}
+	}
+	runs, err := a.store.WorkerRunsActive(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("list workers' runs: %w", err)
+	}
+	for i := range res.Workers {
+		res.Workers[i].Runs = runs[res.Workers[i].ID]
+	}
 	return &rotaapi.WorkerList{Workers: convertAll(res.Workers, toWorker), NextCursor: res.NextCursor}, nil
 }
 

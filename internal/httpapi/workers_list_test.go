@@ -8,6 +8,7 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/clock"
+	"github.com/rotahq/rota/rotaapi"
 )
 
 // workerPage is the data of GET /api/workers.
@@ -129,5 +130,40 @@ func TestWorkerDeregisterShowsStoppedAndPrunes(t *testing.T) {
 	}
 	if n := e.disp.PruneWorkersOnce(t.Context()); n != 0 {
 		t.Fatalf("a second round pruned %d", n)
+	}
+}
+
+func TestWorkerListRuns(t *testing.T) {
+	t.Parallel()
+	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	e := setup(t, func(o *setupOptions) { o.dispatch.Clock = fake })
+	first := e.submit(map[string]any{"kind": "mail", "task": map[string]any{}})
+	second := e.submit(map[string]any{"kind": "mail", "task": map[string]any{}})
+	a := e.claimOne("w1", "mail", 0)
+	fake.Advance(time.Second)
+	b := e.claimOne("w1", "mail", 0)
+	e.claim("idle", []string{"mail"}, 1, 0)
+	if a.TaskID != first || b.TaskID != second {
+		t.Fatalf("claimed %s then %s, want %s then %s", a.TaskID, b.TaskID, first, second)
+	}
+	p := e.workerPage("")
+	if len(p.Workers) != 2 || p.Workers[0].WorkerID != "idle" || p.Workers[1].WorkerID != "w1" {
+		t.Fatalf("workers: %v", workerNames(p.Workers))
+	}
+	if p.Workers[0].Runs != nil {
+		t.Errorf("idle worker's runs: %+v, want none", p.Workers[0].Runs)
+	}
+	start := fake.Now().Unix()
+	want := fmt.Sprint([]rotaapi.WorkerRun{
+		{RunID: a.RunID, TaskID: first, Kind: "mail", StartedAt: start - 1},
+		{RunID: b.RunID, TaskID: second, Kind: "mail", StartedAt: start},
+	})
+	if got := fmt.Sprint(p.Workers[1].Runs); got != want {
+		t.Errorf("w1's runs: %s, want %s", got, want)
+	}
+	// Once it finishes one, only the other is listed.
+	e.ok("POST", "/api/runs/"+a.RunID+"/succeed", map[string]any{"worker_id": "w1"}, nil)
+	if got := e.workerPage("").Workers[1].Runs; len(got) != 1 || got[0].RunID != b.RunID {
+		t.Errorf("w1's runs after one succeeded: %+v", got)
 	}
 }

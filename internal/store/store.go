@@ -152,6 +152,9 @@ type Store interface {
 	// filtered by Status (at Now) and Kind; NextCursor is empty on the
 	// last page.
 	WorkerListPage(ctx context.Context, p WorkerListParams) (WorkerListResult, error)
+	// WorkerRunsActive returns the running runs of each of workerIDs, by
+	// worker id, oldest start first; a worker holding none is absent.
+	WorkerRunsActive(ctx context.Context, workerIDs []string) (map[string][]rota.WorkerRun, error)
 	// WorkerDeregister records that a worker stopped gracefully (it was
 	// seen at now): it lists as stopped once it holds no runs, until it
 	// claims again. An unknown worker → rota.ErrNotFound.

@@ -17,6 +17,34 @@ func testWorkerPage(t *testing.T, ns newStoreFunc) {
 	parallel(t, ns, "Prune", workerPrune)
 	parallel(t, ns, "PingWrite", pingWrite)
 	parallel(t, ns, "KindsBounded", workerKindsBounded)
+	parallel(t, ns, "RunsActive", workerRunsActive)
+}
+
+// workerRunsActive is the RunsActive subtest: the running runs of the
+// workers asked for, oldest start first; finished runs, other workers and
+// workers holding none are left out.
+func workerRunsActive(t *testing.T, f *Fixture) {
+	for range 3 {
+		f.InsertNew(kindK, f.At(0))
+	}
+	a := f.ClaimOne("w1", f.At(sec(1)), kindK)
+	b := f.ClaimOne("w1", f.At(sec(2)), kindK)
+	c := f.ClaimOne("w2", f.At(sec(3)), kindK)
+	f.claimWait("idle", f.At(sec(3)), 0, "x")
+	_, err := f.Store.RunComplete(f.Ctx(), store.RunCompleteParams{RunID: c.RunID, WorkerID: "w2", Success: true, Now: f.At(sec(4))})
+	must(t, "RunComplete", err)
+	got, err := f.Store.WorkerRunsActive(f.Ctx(), []string{"w1", "w2", "idle", "nope"})
+	must(t, "WorkerRunsActive", err)
+	want := map[string][]rota.WorkerRun{"w1": {
+		{RunID: a.RunID, TaskID: a.TaskID, Kind: kindK, StartedAt: f.At(sec(1))},
+		{RunID: b.RunID, TaskID: b.TaskID, Kind: kindK, StartedAt: f.At(sec(2))},
+	}}
+	diff(t, "runs of w1, w2, idle, nope", want, got)
+	none, err := f.Store.WorkerRunsActive(f.Ctx(), nil)
+	must(t, "WorkerRunsActive(none)", err)
+	if len(none) != 0 {
+		t.Fatalf("WorkerRunsActive(nil) = %+v, want empty", none)
+	}
 }
 
 // workerKindsBounded is the KindsBounded subtest: the kinds of a worker's

@@ -1,7 +1,18 @@
-// Workers: kinds, address, running runs, last seen, status, and Stop
-// (drain). Reloads on run and worker events and every 10 s.
+// Workers: kinds, address, the runs each holds now (task, kind, since),
+// last seen, status (a worker that drained and exited is "stopped"), and
+// Stop (drain). Reloads on run and worker events and every 10 s.
 import {api} from '../lib/api.js';
-import {h, replace, badge, table, timeEl, coalesce} from '../lib/dom.js';
+import {h, replace, badge, table, timeEl, coalesce, shortID} from '../lib/dom.js';
+
+// runList shows the runs a worker holds: task link, kind and since when.
+function runList(w) {
+  const runs = w.runs || [];
+  if (runs.length === 0) return h('span', {class: 'muted'}, '—');
+  return h('ul', {class: 'worker-runs'}, runs.map(r => h('li', {'data-run': r.run_id},
+    h('a', {class: 'mono', href: '/tasks/' + r.task_id, title: r.task_id}, shortID(r.task_id)), ' ',
+    h('span', {class: 'kind'}, r.kind), ' ',
+    h('span', {class: 'muted small'}, 'since ', timeEl(r.started_at, true)))));
+}
 
 export default async function render(root, _params, {live, signal}) {
   const flash = h('div');
@@ -25,7 +36,7 @@ export default async function render(root, _params, {live, signal}) {
     if (signal.aborted) return;
     const ws = data.workers || [];
     replace(list, ws.length === 0 ? h('p', {class: 'empty'}, 'No worker has connected yet.') :
-      table(['Worker', 'Status', 'Kinds', 'Address', h('th', {class: 'num'}, 'Running'), 'Last seen', 'First seen', ''],
+      table(['Worker', 'Status', 'Kinds', 'Address', h('th', {class: 'num'}, 'Running'), 'Current runs', 'Last seen', 'First seen', ''],
         ws.map(w => {
           const btn = h('button', {type: 'button', class: 'small danger', 'data-stop': w.worker_id, 'data-needs': 'operate',
             disabled: w.stop_requested || w.status === 'stopped'}, w.stop_requested ? 'Stopping' : 'Stop');
@@ -36,6 +47,7 @@ export default async function render(root, _params, {live, signal}) {
             h('td', {class: 'wrap'}, (w.kinds || []).join(', ')),
             h('td', null, w.address),
             h('td', {class: 'num'}, w.running),
+            h('td', {class: 'runs'}, runList(w)),
             h('td', null, timeEl(w.last_seen, true)),
             h('td', null, timeEl(w.first_seen)),
             h('td', null, btn));
