@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -25,11 +24,13 @@ const (
 	DefaultNoWorkerInterval = 5 * time.Second
 )
 
-// NoWorkerStore is what the no-worker alarm reads: the queue per kind and
-// the workers with their status.
+// NoWorkerStore is what the no-worker alarm reads: the queue per kind,
+// the claimable pinned tasks and the workers with their status.
 type NoWorkerStore interface {
 	// Stats: see store.Store.
 	Stats(ctx context.Context, now time.Time) (store.Stats, error)
+	// TaskPinnedWaiting: see store.Store.
+	TaskPinnedWaiting(ctx context.Context, now time.Time) ([]store.PinnedWaiting, error)
 	// WorkerList: see store.Store.
 	WorkerList(ctx context.Context, now time.Time) ([]rota.Worker, error)
 }
@@ -65,13 +66,27 @@ type NoWorkerConfig struct {
 // ready time and the last sighting of a worker serving the kind. The alarm
 // ends when a worker of the kind is active again (kind.worker_back) or no
 // task of the kind is ready any more (silently).
+//
+// Pinned tasks count the same way for the workers they name: when
+// claimable tasks of a kind are pinned to workers none of which is active
+// serving the kind, the kind is in alarm for those workers too (even if
+// other workers serve it), with its own kind.no_worker and
+// kind.worker_back naming them; it ends when one of them serves the kind
+// or the tasks are no longer claimable.
 type NoWorker struct {
 	service
 	cfg NoWorkerConfig // immutable after NewNoWorker
 
-	mu      sync.Mutex           // guards the fields below
-	since   map[string]time.Time // kinds in alarm → since when no worker served their ready tasks
-	emitted map[string]bool      // kinds whose kind.no_worker this node emitted (as leader)
+	mu      sync.Mutex             // guards the fields below
+	since   map[alarmKey]time.Time // alarms → since when no worker served their ready tasks
+	emitted map[alarmKey]bool      // alarms whose kind.no_worker this node emitted (as leader)
+}
+
+// alarmKey names one alarm: a kind, and for pinned tasks the workers they
+// name (sorted, comma-separated; "" for the kind's alarm).
+type alarmKey struct {
+	kind    string
+	workers string
 }
 
 // NewNoWorker returns a NoWorker alarm; Start runs it.
@@ -96,7 +111,7 @@ func NewNoWorker(cfg NoWorkerConfig) (*NoWorker, error) {
 	}
 	return &NoWorker{
 		service: service{name: "no-worker alarm"}, cfg: cfg,
-		since: map[string]time.Time{}, emitted: map[string]bool{},
+		since: map[alarmKey]time.Time{}, emitted: map[alarmKey]bool{},
 	}, nil
 }
 
@@ -118,11 +133,10 @@ func (a *NoWorker) loop(ctx context.Context) {
 }
 
 // Since returns since when kind has had ready tasks and no worker, when it
-// is in alarm.
+// is in alarm (for all its workers or for those of pinned tasks; the
+// earliest).
 func (a *NoWorker) Since(kind string) (time.Time, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	t, ok := a.since[kind]
+	t, ok := a.Alarms()[kind]
 	return t, ok
 }
 
@@ -130,7 +144,18 @@ func (a *NoWorker) Since(kind string) (time.Time, bool) {
 func (a *NoWorker) Alarms() map[string]time.Time {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return maps.Clone(a.since)
+	return byKind(a.since)
+}
+
+// byKind folds alarms into their kinds, each with its earliest time.
+func byKind(alarms map[alarmKey]time.Time) map[string]time.Time {
+	out := map[string]time.Time{}
+	for k, t := range alarms {
+		if cur, ok := out[k.kind]; !ok || t.Before(cur) {
+			out[k.kind] = t
+		}
+	}
+	return out
 }
 
 // runOnce reads the store once and updates the alarm of every kind.
@@ -140,16 +165,67 @@ func (a *NoWorker) runOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	pinned, err := a.cfg.Store.TaskPinnedWaiting(ctx, now)
+	if err != nil {
+		return err
+	}
 	workers, err := a.cfg.Store.WorkerList(ctx, now)
 	if err != nil {
 		return err
 	}
 	live, lastSeen := workerCoverage(workers)
 	want := a.alarmsDue(stats, live, lastSeen, now)
+	a.pinnedDue(want, stats, pinned, workers, now)
+	served := func(k alarmKey) bool {
+		if k.workers == "" {
+			return live[k.kind]
+		}
+		return anyServes(workers, strings.Split(k.workers, ","), k.kind)
+	}
 	_, leading := a.cfg.Leader()
-	events, changed := a.update(want, live, leading, now)
-	a.publish(events, changed, want)
+	events, changed := a.update(want, served, leading, now)
+	a.publish(events, changed, byKind(want))
 	return nil
+}
+
+// anyServes reports whether one of ids is an active worker serving kind.
+func anyServes(workers []rota.Worker, ids []string, kind string) bool {
+	for _, w := range workers {
+		if w.Status == rota.WorkerActive && slices.Contains(ids, w.ID) && slices.Contains(w.Kinds, kind) {
+			return true
+		}
+	}
+	return false
+}
+
+// pinnedDue adds to want the alarms of pinned tasks: for each group of
+// claimable tasks of an unpaused kind pinned to the same workers, none of
+// which is active serving the kind, for at least After since the group's
+// oldest task was ready or one of its workers last served the kind,
+// whichever is later. A kind already in alarm for all its workers covers
+// its pinned tasks.
+func (a *NoWorker) pinnedDue(want map[alarmKey]time.Time, stats store.Stats, pinned []store.PinnedWaiting, workers []rota.Worker, now time.Time) {
+	paused := map[string]bool{}
+	for _, ks := range stats.Kinds {
+		paused[ks.Kind] = ks.Paused
+	}
+	for _, g := range pinned {
+		if paused[g.Kind] || len(g.WorkerIDs) == 0 {
+			continue
+		}
+		if _, ok := want[alarmKey{kind: g.Kind}]; ok || anyServes(workers, g.WorkerIDs, g.Kind) {
+			continue
+		}
+		since := g.Oldest
+		for _, w := range workers {
+			if slices.Contains(g.WorkerIDs, w.ID) && slices.Contains(w.Kinds, g.Kind) && w.LastSeen.After(since) {
+				since = w.LastSeen
+			}
+		}
+		if now.Sub(since) >= a.cfg.After {
+			want[alarmKey{kind: g.Kind, workers: strings.Join(g.WorkerIDs, ",")}] = since.UTC()
+		}
+	}
 }
 
 // workerCoverage returns the kinds some active worker serves, and for
@@ -174,8 +250,8 @@ func workerCoverage(workers []rota.Worker) (live map[string]bool, lastSeen map[s
 // time since which no worker serves them: unpaused kinds with a waiting
 // task and no live worker, for at least After since the oldest waiting
 // task arrived or the last worker of the kind was seen, whichever is later.
-func (a *NoWorker) alarmsDue(stats store.Stats, live map[string]bool, lastSeen map[string]time.Time, now time.Time) map[string]time.Time {
-	want := map[string]time.Time{}
+func (a *NoWorker) alarmsDue(stats store.Stats, live map[string]bool, lastSeen map[string]time.Time, now time.Time) map[alarmKey]time.Time {
+	want := map[alarmKey]time.Time{}
 	for _, ks := range stats.Kinds {
 		if ks.Paused || ks.OldestWaitingAge <= 0 || live[ks.Kind] {
 			continue
@@ -185,27 +261,28 @@ func (a *NoWorker) alarmsDue(stats store.Stats, live map[string]bool, lastSeen m
 			since = seen
 		}
 		if now.Sub(since) >= a.cfg.After {
-			want[ks.Kind] = since.UTC()
+			want[alarmKey{kind: ks.Kind}] = since.UTC()
 		}
 	}
 	return want
 }
 
-// update makes want the kinds in alarm and returns the events to emit (a
+// update makes want the alarms on and returns the events to emit (a
 // leader emits once per alarm, and when a worker came back to an alarm it
-// emitted) and the kinds whose alarm began or ended.
-func (a *NoWorker) update(want map[string]time.Time, live map[string]bool, leading bool, now time.Time) (events []rota.Event, changed []string) {
+// emitted: served) and the kinds whose alarm began or ended.
+func (a *NoWorker) update(want map[alarmKey]time.Time, served func(alarmKey) bool, leading bool, now time.Time) (events []rota.Event, changed []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	before := byKind(a.since)
 	for k, since := range want {
-		if _, ok := a.since[k]; !ok {
-			changed = append(changed, k)
-		}
 		a.since[k] = since
 		if leading && !a.emitted[k] {
 			a.emitted[k] = true
-			events = append(events, rota.Event{Type: rota.EventKindNoWorker, Kind: k, Time: now,
-				Message: "no live worker serves this kind since " + since.Format(time.RFC3339)})
+			msg := "no live worker serves this kind since " + since.Format(time.RFC3339)
+			if k.workers != "" {
+				msg = "no live worker among " + k.workers + " (named by pinned tasks) serves this kind since " + since.Format(time.RFC3339)
+			}
+			events = append(events, rota.Event{Type: rota.EventKindNoWorker, Kind: k.kind, Time: now, Message: msg})
 		}
 	}
 	for k := range a.since {
@@ -213,12 +290,25 @@ func (a *NoWorker) update(want map[string]time.Time, live map[string]bool, leadi
 			continue
 		}
 		delete(a.since, k)
-		changed = append(changed, k)
-		if a.emitted[k] && live[k] {
-			events = append(events, rota.Event{Type: rota.EventKindWorkerBack, Kind: k, Time: now,
-				Message: "a worker serves this kind again"})
+		if a.emitted[k] && served(k) {
+			msg := "a worker serves this kind again"
+			if k.workers != "" {
+				msg = "a worker among " + k.workers + " (named by pinned tasks) serves this kind again"
+			}
+			events = append(events, rota.Event{Type: rota.EventKindWorkerBack, Kind: k.kind, Time: now, Message: msg})
 		}
 		delete(a.emitted, k)
+	}
+	after := byKind(a.since)
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			changed = append(changed, k)
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			changed = append(changed, k)
+		}
 	}
 	if !leading {
 		clear(a.emitted) // a new leader emits for the kinds still in alarm
@@ -230,7 +320,7 @@ func (a *NoWorker) update(want map[string]time.Time, live map[string]bool, leadi
 // kinds, sorted, to Changed (on when the kind is now in alarm).
 func (a *NoWorker) publish(events []rota.Event, changed []string, want map[string]time.Time) {
 	slices.SortFunc(events, func(x, y rota.Event) int {
-		return strings.Compare(string(x.Type)+x.Kind, string(y.Type)+y.Kind)
+		return strings.Compare(string(x.Type)+x.Kind+x.Message, string(y.Type)+y.Kind+y.Message)
 	})
 	if a.cfg.Events != nil {
 		for _, ev := range events {

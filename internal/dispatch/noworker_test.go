@@ -147,3 +147,82 @@ func TestNoWorkerDefaults(t *testing.T) {
 		t.Fatalf("defaults: after %v interval %v", a.cfg.After, a.cfg.Interval)
 	}
 }
+
+// TestNoWorkerAlarmPinned: tasks pinned to workers none of which serves
+// their kind raise the kind's alarm for those workers even while other
+// workers serve the kind; one of them serving the kind ends it.
+func TestNoWorkerAlarmPinned(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	ctx := context.Background()
+	var probe alarmProbe
+	a, err := NewNoWorker(NoWorkerConfig{Store: f.st, Clock: f.clock, Events: probe.event, Changed: probe.changed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(worker string, kinds ...string) int {
+		t.Helper()
+		res, err := f.st.TaskClaim(ctx, store.TaskClaimParams{WorkerID: worker, Kinds: kinds, Max: 1, Now: f.clock.Now(),
+			NewRunID: func() string { return f.ids.New(f.clock.Now()) }})
+		if err != nil {
+			t.Fatalf("claim by %s: %v", worker, err)
+		}
+		return len(res.Runs)
+	}
+	// step advances the clock by d, lets "other" (never named) claim k so
+	// that the kind itself is served, runs the alarm once and checks what
+	// it reported.
+	step := func(name string, d time.Duration, wantEvents, wantChanges []string) {
+		t.Helper()
+		f.clock.Advance(d)
+		if n := claim("other", "k"); n != 0 {
+			t.Fatalf("%s: other claimed %d runs of tasks pinned elsewhere", name, n)
+		}
+		if err := a.runOnce(ctx); err != nil {
+			t.Fatalf("%s: runOnce: %v", name, err)
+		}
+		ev, ch := probe.take()
+		if diff := cmp.Diff(wantEvents, ev); diff != "" {
+			t.Errorf("%s: events (-want +got):\n%s", name, diff)
+		}
+		if diff := cmp.Diff(wantChanges, ch); diff != "" {
+			t.Errorf("%s: changes (-want +got):\n%s", name, diff)
+		}
+	}
+	t0 := f.clock.Now()
+	f.submitPinned("k", "w1", "w2")
+	f.submitPinned("j", "w9") // no worker serves j at all: the kind's own alarm covers it
+	step("just submitted", 0, nil, nil)
+	step("29s", 29*time.Second, nil, nil)
+	step("30s", time.Second, []string{"kind.no_worker:j", "kind.no_worker:k"}, []string{"j=on", "k=on"})
+	if since, on := a.Since("k"); !on || !since.Equal(t0) {
+		t.Fatalf("Since(k) = %v, %v; want %v, true", since, on, t0)
+	}
+	// A worker not named, and a named one serving another kind, change nothing.
+	claim("w3", "k")
+	claim("w1", "x")
+	step("unnamed worker of k, named worker of x", time.Second, nil, nil)
+	if _, on := a.Since("k"); !on {
+		t.Fatal("alarm of k ended without a named worker serving it")
+	}
+	// A named worker serves k: it takes the task and the alarm ends.
+	if n := claim("w2", "k"); n != 1 {
+		t.Fatalf("w2 claimed %d runs, want the pinned task", n)
+	}
+	step("named worker back", 0, []string{"kind.worker_back:k"}, []string{"k=off"})
+	if _, on := a.Since("k"); on {
+		t.Fatal("alarm of k still on")
+	}
+	if _, on := a.Since("j"); !on {
+		t.Fatal("alarm of j ended")
+	}
+	// w2 (holding its run) goes silent; a new task pinned to it waits: the
+	// alarm comes once w2 is lost and the task waited After.
+	back := f.clock.Now()
+	f.submitPinned("k", "w2")
+	step("w2 within its liveness", 30*time.Second, nil, nil)
+	step("w2 lost", time.Second, []string{"kind.no_worker:k"}, []string{"k=on"})
+	if since, _ := a.Since("k"); !since.Equal(back) {
+		t.Fatalf("Since(k) = %v, want %v", since, back)
+	}
+}

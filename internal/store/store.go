@@ -155,6 +155,11 @@ type Store interface {
 	// WorkerRunsActive returns the running runs of each of workerIDs, by
 	// worker id, oldest start first; a worker holding none is absent.
 	WorkerRunsActive(ctx context.Context, workerIDs []string) (map[string][]rota.WorkerRun, error)
+	// TaskPinnedWaiting returns the claimable pinned tasks at now (due,
+	// with room for a run, paused kinds included), grouped by kind and
+	// named workers (sorted), each group with its oldest ready time; at
+	// most MaxPinnedGroups groups, by kind.
+	TaskPinnedWaiting(ctx context.Context, now time.Time) ([]PinnedWaiting, error)
 	// WorkerDeregister records that a worker stopped gracefully (it was
 	// seen at now): it lists as stopped once it holds no runs, until it
 	// claims again. An unknown worker → rota.ErrNotFound.

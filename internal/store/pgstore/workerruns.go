@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -35,4 +36,29 @@ func (s *Store) WorkerRunsActive(ctx context.Context, workerIDs []string) (map[s
 		return nil, s.translate("worker runs", err)
 	}
 	return out, nil
+}
+
+// TaskPinnedWaiting implements store.Store.
+func (s *Store) TaskPinnedWaiting(ctx context.Context, now time.Time) ([]store.PinnedWaiting, error) {
+	rows, err := s.pool.Query(ctx, `SELECT kind, worker_ids, min(run_at) FROM tasks
+		WHERE avail AND status = 'SCHEDULED' AND pinned AND run_at <= $1
+		GROUP BY kind, worker_ids ORDER BY kind LIMIT $2`, ms(now), store.MaxPinnedGroups)
+	if err != nil {
+		return nil, s.translate("pinned waiting", err)
+	}
+	var (
+		out    []store.PinnedWaiting
+		g      store.PinnedWaiting
+		oldest int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&g.Kind, &g.WorkerIDs, &oldest}, func() error {
+		g.Oldest = store.FromMillis(oldest)
+		out = append(out, g)
+		g.WorkerIDs = nil
+		return nil
+	})
+	if err != nil {
+		return nil, s.translate("pinned waiting", err)
+	}
+	return store.MergePinned(out), nil
 }

@@ -2,8 +2,11 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
@@ -43,4 +46,37 @@ func (s *Store) WorkerRunsActive(ctx context.Context, workerIDs []string) (map[s
 		return nil, unavailable(fmt.Errorf("sqlitestore: worker runs: %w", err))
 	}
 	return out, nil
+}
+
+// TaskPinnedWaiting implements store.Store.
+func (s *Store) TaskPinnedWaiting(ctx context.Context, now time.Time) ([]store.PinnedWaiting, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT kind, worker_ids, MIN(run_at) FROM tasks
+		WHERE avail = 1 AND status = 'SCHEDULED' AND pinned = 1 AND run_at <= ?
+		GROUP BY kind, worker_ids ORDER BY kind LIMIT ?`, ms(now), store.MaxPinnedGroups)
+	if err != nil {
+		return nil, unavailable(fmt.Errorf("sqlitestore: pinned waiting: %w", err))
+	}
+	defer rows.Close()
+	var out []store.PinnedWaiting
+	for rows.Next() {
+		var (
+			g      store.PinnedWaiting
+			ids    sql.NullString
+			oldest int64
+		)
+		if err := rows.Scan(&g.Kind, &ids, &oldest); err != nil {
+			return nil, fmt.Errorf("sqlitestore: pinned waiting: %w", err)
+		}
+		if ids.Valid {
+			if err := json.Unmarshal([]byte(ids.String), &g.WorkerIDs); err != nil {
+				return nil, fmt.Errorf("sqlitestore: pinned waiting: worker ids: %w", err)
+			}
+		}
+		g.Oldest = store.FromMillis(oldest)
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(fmt.Errorf("sqlitestore: pinned waiting: %w", err))
+	}
+	return store.MergePinned(out), nil
 }

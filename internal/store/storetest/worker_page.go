@@ -18,6 +18,33 @@ func testWorkerPage(t *testing.T, ns newStoreFunc) {
 	parallel(t, ns, "PingWrite", pingWrite)
 	parallel(t, ns, "KindsBounded", workerKindsBounded)
 	parallel(t, ns, "RunsActive", workerRunsActive)
+	parallel(t, ns, "PinnedWaiting", pinnedWaiting)
+}
+
+// pinnedWaiting is the PinnedWaiting subtest: claimable pinned tasks by
+// kind and named workers (in any order), with the oldest ready time;
+// unpinned, future and running tasks are left out.
+func pinnedWaiting(t *testing.T, f *Fixture) {
+	pin := func(kind string, at time.Duration, workers ...string) {
+		p := f.Params(kind, f.At(at))
+		p.WorkerIDs = workers
+		f.Insert(p)
+	}
+	pin("a", sec(2), "w2", "w1")
+	pin("a", sec(1), "w1", "w2")
+	pin("a", sec(3), "w3")
+	pin("b", sec(4), "w1")
+	pin("b", sec(100), "w9")  // not due yet
+	f.InsertNew("a", f.At(0)) // not pinned
+	pin("c", sec(1), "w5")
+	f.ClaimOne("w5", f.At(sec(5)), "c") // running: not claimable
+	got, err := f.Store.TaskPinnedWaiting(f.Ctx(), f.At(sec(10)))
+	must(t, "TaskPinnedWaiting", err)
+	diff(t, "pinned waiting", []store.PinnedWaiting{
+		{Kind: "a", WorkerIDs: []string{"w1", "w2"}, Oldest: f.At(sec(1))},
+		{Kind: "a", WorkerIDs: []string{"w3"}, Oldest: f.At(sec(3))},
+		{Kind: "b", WorkerIDs: []string{"w1"}, Oldest: f.At(sec(4))},
+	}, got)
 }
 
 // workerRunsActive is the RunsActive subtest: the running runs of the
