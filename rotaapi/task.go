@@ -106,6 +106,15 @@ type TaskList struct {
 	Page
 }
 
+// TaskCounts is the data of GET /api/tasks/counts: how many tasks match
+// the task list's filters (its status filter aside), by status.
+type TaskCounts struct {
+	// Counts has every status, zeros included.
+	Counts map[rota.Status]int `json:"counts"`
+	// Total is the sum of Counts.
+	Total int `json:"total"`
+}
+
 // SubmitRequest is the body of POST /api/tasks and one item of a batch.
 // Absent fields take the server's defaults.
 type SubmitRequest struct {

@@ -76,6 +76,7 @@ func routePolicies() map[string]policy {
 
 		// Reads.
 		"GET /api/tasks":               {perm: permRead},
+		"GET /api/tasks/counts":        {perm: permRead},
 		"GET /api/tasks/{id}":          {perm: permRead},
 		"GET /api/kinds":               {perm: permRead},
 		"GET /api/kinds/{kind}":        {perm: permRead},

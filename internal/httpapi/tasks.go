@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ func (a *API) mountTasks(mux *http.ServeMux) {
 	mount(a, mux, "POST /api/tasks", bodyRequired, a.taskSubmit)
 	mount(a, mux, "POST /api/tasks/batch", bodyRequired, a.taskSubmitBatch)
 	mount(a, mux, "GET /api/tasks", bodyNone, a.taskList)
+	mount(a, mux, "GET /api/tasks/counts", bodyNone, a.taskCounts)
 	mount(a, mux, "GET /api/tasks/{id}", bodyNone, a.taskGet)
 	mount(a, mux, "PATCH /api/tasks/{id}", bodyRequired, a.taskUpdate)
 	mount(a, mux, "POST /api/tasks/run_again/{id}", bodyOptional, a.taskRunAgain)
@@ -336,12 +338,58 @@ type listRequest struct {
 
 func (l *listRequest) readRequest(r *http.Request) error {
 	p := &l.params
-	return readQuery(r, append([]queryParam{
+	return readQuery(r, append(taskFilterParams(p), pageParams(&p.Limit, &p.Cursor, checkCursor)...)...)
+}
+
+// maxSearchLen bounds the q filter of the task list.
+const maxSearchLen = 256
+
+// taskFilterParams are the filters of GET /api/tasks and GET
+// /api/tasks/counts.
+func taskFilterParams(p *store.TaskListParams) []queryParam {
+	return []queryParam{
 		nameParam("kind", &p.Kind, checkKind),
-		statusParam(&p.Status),
+		statusesParam(&p.Statuses),
 		nameParam("key", &p.Key, func(field, v string) error { return checkName(field, v, maxKeyLen) }),
+		{"priority", func(v string) error {
+			if v == "" {
+				return nil
+			}
+			pr := rota.Priority(strings.ToLower(v))
+			if pr.Level() < 0 {
+				return rota.Invalid("priority", "must be one of high, mid, low, got %s", shortQuote(v))
+			}
+			p.Priority = pr
+			return nil
+		}},
+		nameParam("worker_id", &p.WorkerID, checkWorkerID),
 		nameParam("depends_on", &p.DependsOn, checkID),
-	}, pageParams(&p.Limit, &p.Cursor, checkCursor)...)...)
+		nameParam("q", &p.Search, func(field, v string) error { return checkName(field, v, maxSearchLen) }),
+	}
+}
+
+// statusesParam is the status filter of the task list: one status or
+// several, comma-separated (any case); "" (or absent) means any.
+func statusesParam(dst *[]rota.Status) queryParam {
+	return queryParam{"status", func(v string) error {
+		*dst = nil
+		if v == "" {
+			return nil
+		}
+		for _, part := range strings.Split(v, ",") {
+			st, err := parseStatus("status", strings.TrimSpace(part))
+			if err != nil {
+				return err
+			}
+			if st == "" {
+				return rota.Invalid("status", "has an empty status in %s", shortQuote(v))
+			}
+			if !slices.Contains(*dst, st) {
+				*dst = append(*dst, st)
+			}
+		}
+		return nil
+	}}
 }
 
 // checkCursor checks the cursor of a list that pages by task id.
@@ -362,13 +410,39 @@ func statusList() string {
 
 // taskList lists tasks newest first, one page at a time.
 //
-// GET /api/tasks?kind=&status=&key=&depends_on=&limit=&cursor=
+// GET /api/tasks?kind=&status=A,B&key=&priority=&worker_id=&q=&limit=&cursor=
 func (a *API) taskList(ctx context.Context, req *listRequest) (*rotaapi.TaskList, error) {
 	res, err := a.store.TaskList(ctx, req.params)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
 	return &rotaapi.TaskList{Tasks: convertAll(res.Tasks, toTask), Page: rotaapi.Page{NextCursor: res.NextCursor}}, nil
+}
+
+// countsRequest holds the query of GET /api/tasks/counts.
+type countsRequest struct {
+	params store.TaskListParams
+}
+
+func (c *countsRequest) readRequest(r *http.Request) error {
+	return readQuery(r, taskFilterParams(&c.params)...)
+}
+
+// taskCounts counts the tasks matching the task list's filters, by
+// status; the status filter is ignored, so that every status's count
+// shows next to the list.
+//
+// GET /api/tasks/counts?kind=&status=&key=&priority=&worker_id=&q=
+func (a *API) taskCounts(ctx context.Context, req *countsRequest) (*rotaapi.TaskCounts, error) {
+	counts, err := a.store.TaskCountByStatus(ctx, req.params)
+	if err != nil {
+		return nil, fmt.Errorf("count tasks: %w", err)
+	}
+	out := &rotaapi.TaskCounts{Counts: statusCounts(counts)}
+	for _, n := range counts {
+		out.Total += n
+	}
+	return out, nil
 }
 
 // taskIDRequest names a task in the path; its body, if any, must be {}.

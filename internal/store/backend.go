@@ -143,26 +143,10 @@ const DefaultTaskListLimit = 100
 // (from 1) in the backend's dialect. limit is the page size to hand to
 // TaskListPage.
 func TaskListQuery(p TaskListParams, placeholder func(n int) string) (query string, args []any, limit int) {
-	var where []string
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, cond+" "+placeholder(len(args)))
-	}
-	if p.Kind != "" {
-		add("kind =", p.Kind)
-	}
-	if p.Status != "" {
-		add("status =", string(p.Status))
-	}
-	if p.Key != "" {
-		add("key =", p.Key)
-	}
-	if p.DependsOn != "" {
-		args = append(args, p.DependsOn)
-		where = append(where, "id IN (SELECT task_id FROM task_deps WHERE dep_id = "+placeholder(len(args))+")")
-	}
+	where, args := taskFilter(p, true, placeholder)
 	if p.Cursor != "" {
-		add("id <", p.Cursor)
+		args = append(args, p.Cursor)
+		where = append(where, "id < "+placeholder(len(args)))
 	}
 	limit = p.Limit
 	if limit <= 0 {
@@ -175,6 +159,62 @@ func TaskListQuery(p TaskListParams, placeholder func(n int) string) (query stri
 	args = append(args, limit+1)
 	query += " ORDER BY id DESC LIMIT " + placeholder(len(args))
 	return query, args, limit
+}
+
+// TaskCountQuery is the statement of TaskCountByStatus: (status, count)
+// rows of the tasks matching p's filters but its statuses, cursor and
+// limit.
+func TaskCountQuery(p TaskListParams, placeholder func(n int) string) (query string, args []any) {
+	where, args := taskFilter(p, false, placeholder)
+	query = `SELECT status, count(*) FROM tasks`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	return query + " GROUP BY status", args
+}
+
+// likeEscaper escapes the wildcards of a LIKE pattern (ESCAPE '\').
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+// taskFilter renders p's filters as conditions over the tasks table, with
+// its statuses when withStatus.
+func taskFilter(p TaskListParams, withStatus bool, placeholder func(n int) string) (where []string, args []any) {
+	ph := func(v any) string {
+		args = append(args, v)
+		return placeholder(len(args))
+	}
+	if p.Kind != "" {
+		where = append(where, "kind = "+ph(p.Kind))
+	}
+	if withStatus && p.Status != "" {
+		where = append(where, "status = "+ph(string(p.Status)))
+	}
+	if withStatus && len(p.Statuses) > 0 {
+		in := make([]string, len(p.Statuses))
+		for i, st := range p.Statuses {
+			in[i] = ph(string(st))
+		}
+		where = append(where, "status IN ("+strings.Join(in, ", ")+")")
+	}
+	if p.Key != "" {
+		where = append(where, "key = "+ph(p.Key))
+	}
+	if p.Priority != "" {
+		where = append(where, "level = "+ph(p.Priority.Level()))
+	}
+	if p.WorkerID != "" {
+		where = append(where, "id IN (SELECT task_id FROM runs WHERE worker_id = "+ph(p.WorkerID)+")")
+	}
+	if p.DependsOn != "" {
+		where = append(where, "id IN (SELECT task_id FROM task_deps WHERE dep_id = "+ph(p.DependsOn)+")")
+	}
+	if p.Search != "" {
+		like := "%" + likeEscaper.Replace(strings.ToLower(p.Search)) + "%"
+		where = append(where, "(id = "+ph(strings.ToLower(p.Search))+
+			" OR lower(key) LIKE "+ph(like)+` ESCAPE '\'`+
+			" OR lower(message) LIKE "+ph(like)+` ESCAPE '\')`)
+	}
+	return where, args
 }
 
 // TaskListPage makes the page of a TaskList from the rows its

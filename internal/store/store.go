@@ -71,6 +71,10 @@ type Store interface {
 	// filtered by kind/status/key, starting after Cursor (an id from a
 	// previous page). NextCursor is empty on the last page.
 	TaskList(ctx context.Context, p TaskListParams) (TaskListResult, error)
+	// TaskCountByStatus counts the tasks matching p's filters but its
+	// statuses (Cursor and Limit ignored), by status; statuses without
+	// tasks are absent.
+	TaskCountByStatus(ctx context.Context, p TaskListParams) (map[rota.Status]int, error)
 
 	// TaskUpdate changes the mutable options of an unfinished task; nil fields
 	// are left as they are. A finished task → rota.ErrConflict. Narrowing
@@ -271,13 +275,19 @@ type TaskInsertResult struct {
 
 // TaskListParams filters and pages TaskList.
 type TaskListParams struct {
-	Kind   string      // "" = any
-	Status rota.Status // "" = any
-	Key    string      // "" = any
+	Kind     string        // "" = any
+	Status   rota.Status   // "" = any
+	Statuses []rota.Status // any of these; empty = any
+	Key      string        // "" = any
+	Priority rota.Priority // "" = any
+	WorkerID string        // tasks with a run by this worker; "" = any
+	// Search matches tasks whose id is it, or whose key or message holds
+	// it (case-insensitive); "" = any.
+	Search string
 	// DependsOn: only tasks that depend on this task id; "" = any.
 	DependsOn string
-	Cursor    string // id of the last task of the previous page; "" = first page
-	Limit     int    // 1..1000
+	Cursor string // id of the last task of the previous page; "" = first page
+	Limit  int    // 1..1000
 }
 
 // TaskListResult is one page of tasks.

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,4 +62,26 @@ func (s *Store) TaskPinnedWaiting(ctx context.Context, now time.Time) ([]store.P
 		return nil, s.translate("pinned waiting", err)
 	}
 	return store.MergePinned(out), nil
+}
+
+// TaskCountByStatus implements store.Store.
+func (s *Store) TaskCountByStatus(ctx context.Context, p store.TaskListParams) (map[rota.Status]int, error) {
+	q, args := store.TaskCountQuery(p, func(n int) string { return "$" + strconv.Itoa(n) })
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, s.translate("count tasks", err)
+	}
+	out := map[rota.Status]int{}
+	var (
+		status string
+		n      int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&status, &n}, func() error {
+		out[rota.Status(status)] = n
+		return nil
+	})
+	if err != nil {
+		return nil, s.translate("count tasks", err)
+	}
+	return out, nil
 }

@@ -80,3 +80,28 @@ func (s *Store) TaskPinnedWaiting(ctx context.Context, now time.Time) ([]store.P
 	}
 	return store.MergePinned(out), nil
 }
+
+// TaskCountByStatus implements store.Store.
+func (s *Store) TaskCountByStatus(ctx context.Context, p store.TaskListParams) (map[rota.Status]int, error) {
+	q, args := store.TaskCountQuery(p, func(int) string { return "?" })
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, unavailable(fmt.Errorf("sqlitestore: count tasks: %w", err))
+	}
+	defer rows.Close()
+	out := map[rota.Status]int{}
+	for rows.Next() {
+		var (
+			status string
+			n      int
+		)
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, fmt.Errorf("sqlitestore: count tasks: %w", err)
+		}
+		out[rota.Status(status)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(fmt.Errorf("sqlitestore: count tasks: %w", err))
+	}
+	return out, nil
+}

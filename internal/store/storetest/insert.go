@@ -203,6 +203,8 @@ func testTaskList(t *testing.T, ns newStoreFunc) {
 
 	parallel(t, ns, "Filters", taskListFilters)
 
+	parallel(t, ns, "FiltersMore", taskListFiltersMore)
+
 	parallel(t, ns, "SameAsGet", taskListSameAsGet)
 }
 
