@@ -1,5 +1,8 @@
-// Tasks: filter by kind, status and key, page with the cursor, find a task
-// by id. The first page follows the event stream.
+// Tasks: filter by kind, several statuses at once, priority, worker, key
+// and a search over id, key and message, with the count of each status for
+// the other filters; page with the cursor; find a task by id. The filters
+// live in the URL (status=A,B), so that a link, back and "Older" keep them.
+// The first page and the counts follow the event stream.
 import {api, query} from '../lib/api.js';
 import {h, replace, badge, table, timeEl, shortID, coalesce, select, STATUSES} from '../lib/dom.js';
 
@@ -7,21 +10,39 @@ const LIMIT = 50;
 
 export default async function render(root, _params, {live, signal, navigate}) {
   const q = new URLSearchParams(location.search);
-  const filter = {kind: q.get('kind') || '', status: q.get('status') || '', key: q.get('key') || '',
+  const statuses = (q.get('status') || '').split(',').map(v => v.trim().toUpperCase()).filter(v => STATUSES.includes(v));
+  const filter = {kind: q.get('kind') || '', status: statuses.join(','), priority: q.get('priority') || '',
+    worker_id: q.get('worker_id') || '', q: q.get('q') || '', key: q.get('key') || '',
     depends_on: q.get('depends_on') || '', cursor: q.get('cursor') || ''};
 
   const kindSelect = select('kind', [['', 'any kind']], filter.kind, {id: 'filter-kind'});
-  const statusSelect = select('status', [['', 'any status'], ...STATUSES], filter.status, {id: 'filter-status'});
+  const prioSelect = select('priority', [['', 'any priority'], 'high', 'mid', 'low'], filter.priority, {id: 'filter-priority'});
+  const workerInput = h('input', {name: 'worker_id', id: 'filter-worker', value: filter.worker_id, placeholder: 'worker id'});
+  const searchInput = h('input', {type: 'search', name: 'q', id: 'filter-q', value: filter.q, placeholder: 'id, key or message'});
   const keyInput = h('input', {name: 'key', id: 'filter-key', value: filter.key, placeholder: 'idempotency key'});
-  const form = h('form', {class: 'row', id: 'task-filter', role: 'search', onsubmit: (e) => {
+  const counts = {};
+  const boxes = STATUSES.map(st => {
+    const box = h('input', {type: 'checkbox', name: 'status', value: st, checked: statuses.includes(st)});
+    counts[st] = h('span', {class: 'count', 'data-count': st}, '…');
+    return h('label', {class: 'chip', 'data-status': st}, box, ' ', st.toLowerCase(), ' ', counts[st]);
+  });
+  const total = h('span', {class: 'muted small', id: 'filter-total'});
+  const statusSet = h('fieldset', {class: 'chips', id: 'filter-status'}, h('legend', null, 'Status ', total), boxes);
+  const form = h('form', {id: 'task-filter', role: 'search', onsubmit: (e) => {
     e.preventDefault();
-    navigate('/tasks' + query({kind: kindSelect.value, status: statusSelect.value, key: keyInput.value.trim()}));
+    const picked = [...statusSet.querySelectorAll('input[name=status]:checked')].map(b => b.value);
+    navigate('/tasks' + query({kind: kindSelect.value, status: picked.join(','), priority: prioSelect.value,
+      worker_id: workerInput.value.trim(), q: searchInput.value.trim(), key: keyInput.value.trim(), depends_on: filter.depends_on}));
   }},
-  h('div', {class: 'field'}, h('label', {for: 'filter-kind'}, 'Kind'), kindSelect),
-  h('div', {class: 'field'}, h('label', {for: 'filter-status'}, 'Status'), statusSelect),
-  h('div', {class: 'field'}, h('label', {for: 'filter-key'}, 'Key'), keyInput),
-  h('div', {class: 'field'}, h('label', null, '\u00a0'), h('button', {type: 'submit', class: 'primary'}, 'Filter')));
-  for (const el of [kindSelect, statusSelect]) el.addEventListener('change', () => form.requestSubmit());
+  h('div', {class: 'row'},
+    h('div', {class: 'field'}, h('label', {for: 'filter-q'}, 'Search'), searchInput),
+    h('div', {class: 'field'}, h('label', {for: 'filter-kind'}, 'Kind'), kindSelect),
+    h('div', {class: 'field'}, h('label', {for: 'filter-priority'}, 'Priority'), prioSelect),
+    h('div', {class: 'field'}, h('label', {for: 'filter-worker'}, 'Worker'), workerInput),
+    h('div', {class: 'field'}, h('label', {for: 'filter-key'}, 'Key'), keyInput),
+    h('div', {class: 'field'}, h('label', null, '\u00a0'), h('button', {type: 'submit', class: 'primary'}, 'Filter'))),
+  statusSet);
+  for (const el of [kindSelect, prioSelect, ...statusSet.querySelectorAll('input')]) el.addEventListener('change', () => form.requestSubmit());
 
   const idInput = h('input', {name: 'id', id: 'find-id', placeholder: '32 hex characters', autocomplete: 'off', spellcheck: 'false'});
   const idError = h('p', {class: 'field-error', hidden: true, role: 'alert'});
@@ -54,13 +75,22 @@ export default async function render(root, _params, {live, signal, navigate}) {
     for (const n of names) kindSelect.append(h('option', {value: n, selected: n === filter.kind}, n));
   }).catch(() => {});
 
+  // loadCounts shows how many tasks of each status match the other filters.
+  async function loadCounts() {
+    const {cursor: _c, status: _s, ...rest} = filter;
+    const data = await api('GET', '/api/tasks/counts' + query(rest), undefined, {signal});
+    if (signal.aborted) return;
+    for (const st of STATUSES) counts[st].textContent = String(data.counts[st] || 0);
+    total.textContent = `(${data.total} matching the other filters)`;
+  }
+
   let shown = new Set();
   async function load() {
-    const data = await api('GET', '/api/tasks' + query({...filter, limit: LIMIT}), undefined, {signal});
+    const [data] = await Promise.all([api('GET', '/api/tasks' + query({...filter, limit: LIMIT}), undefined, {signal}), loadCounts()]);
     if (signal.aborted) return;
     const tasks = data.tasks || [];
     shown = new Set(tasks.map(t => t.task_id));
-    const base = {kind: filter.kind, status: filter.status, key: filter.key, depends_on: filter.depends_on};
+    const {cursor: _c, ...base} = filter;
     replace(list,
       tasks.length === 0 ? h('p', {class: 'empty'}, filter.cursor ? 'No more tasks.' : 'No task matches.') :
         table(['Task', 'Kind', 'Priority', 'Status', h('th', {class: 'num'}, 'Attempt'), 'Created', 'Ended', 'Message'],
@@ -79,6 +109,7 @@ export default async function render(root, _params, {live, signal, navigate}) {
   }
 
   const refresh = coalesce(() => load().catch(showError), 150);
+  const countsRefresh = coalesce(() => loadCounts().catch(showError), 150);
   function showError(err) {
     if (err.name === 'AbortError') return;
     replace(list, h('div', {class: 'error-box', role: 'alert'}, err.message));
@@ -87,8 +118,10 @@ export default async function render(root, _params, {live, signal, navigate}) {
   const off = live.on((ev) => {
     if (ev.type === 'reset') return refresh();
     if (ev.type !== 'task' || (filter.kind && ev.kind !== filter.kind)) return;
+    // A task's status change moves the counts even on later pages.
+    if (filter.cursor && !shown.has(ev.task_id)) return countsRefresh();
     // The first page shows new tasks; later pages only change in place.
     if (!filter.cursor || shown.has(ev.task_id)) refresh();
   });
-  return () => { off(); refresh.cancel(); };
+  return () => { off(); refresh.cancel(); countsRefresh.cancel(); };
 }
