@@ -281,6 +281,16 @@ func TestTasksEndToEnd(t *testing.T) {
 			break
 		}
 	}
+	// Filters past kind and status, and the counts of a filter.
+	page, err = c.ListTasks(ctx, rotaclient.ListParams{Kind: "report", Statuses: []rota.Status{rota.StatusRunning, rota.StatusScheduled},
+		Priority: rota.PriorityMid, Search: want[0]})
+	if err != nil || len(page.Tasks) != 1 || page.Tasks[0].ID != want[0] {
+		t.Errorf("filtered page = %+v, %v; want only %s", page, err, want[0])
+	}
+	counts, err := c.CountTasks(ctx, rotaclient.ListParams{Kind: "report", Status: rota.StatusSuccess})
+	if err != nil || counts.Total != len(want) || counts.Counts[rota.StatusScheduled] != len(want) || counts.Counts[rota.StatusSuccess] != 0 {
+		t.Errorf("counts = %+v, %v; want %d scheduled", counts, err, len(want))
+	}
 	for _, err := range c.AllTasks(ctx, rotaclient.ListParams{Status: "nope"}) {
 		if !errors.Is(err, rota.ErrInvalid) {
 			t.Errorf("bad status filter: %v", err)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rotahq/rota"
@@ -171,10 +172,19 @@ type ListParams struct {
 	Kind string
 	// Status keeps the tasks in this status.
 	Status rota.Status
+	// Statuses keeps the tasks in any of these statuses (with Status).
+	Statuses []rota.Status
 	// Key keeps the tasks with this idempotency key.
 	Key string
 	// DependsOn keeps the tasks that depend on this task id.
 	DependsOn string
+	// Priority keeps the tasks of this priority.
+	Priority rota.Priority
+	// WorkerID keeps the tasks with a run by this worker.
+	WorkerID string
+	// Search keeps the tasks whose id is it, or whose key or message
+	// contains it (case-insensitive).
+	Search string
 	// Limit is the page size; 0 means the server's default.
 	Limit int
 	// Cursor continues after a previous page (its NextCursor).
@@ -188,8 +198,15 @@ func (p ListParams) Encode() string {
 	if p.Kind != "" {
 		q.Set("kind", p.Kind)
 	}
+	var statuses []string
 	if p.Status != "" {
-		q.Set("status", string(p.Status))
+		statuses = append(statuses, string(p.Status))
+	}
+	for _, st := range p.Statuses {
+		statuses = append(statuses, string(st))
+	}
+	if len(statuses) > 0 {
+		q.Set("status", strings.Join(statuses, ","))
 	}
 	if p.Key != "" {
 		q.Set("key", p.Key)
@@ -197,7 +214,28 @@ func (p ListParams) Encode() string {
 	if p.DependsOn != "" {
 		q.Set("depends_on", p.DependsOn)
 	}
+	if p.Priority != "" {
+		q.Set("priority", string(p.Priority))
+	}
+	if p.WorkerID != "" {
+		q.Set("worker_id", p.WorkerID)
+	}
+	if p.Search != "" {
+		q.Set("q", p.Search)
+	}
 	return pageQuery(q, p.Limit, p.Cursor)
+}
+
+// TaskCounts is how many tasks match a filter, by status.
+type TaskCounts = rotaapi.TaskCounts
+
+// CountTasks counts the tasks matching p's filters but its statuses (and
+// its Limit and Cursor), by status (GET /api/tasks/counts).
+func (c *Client) CountTasks(ctx context.Context, p ListParams) (TaskCounts, error) {
+	p.Status, p.Statuses, p.Limit, p.Cursor = "", nil, 0, ""
+	var out TaskCounts
+	err := c.Do(ctx, http.MethodGet, "/api/tasks/counts"+p.Encode(), nil, &out)
+	return out, err
 }
 
 // TaskPage is one page of tasks, newest first, without their runs.

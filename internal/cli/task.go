@@ -209,11 +209,13 @@ func parseTime(s string) (time.Time, error) {
 }
 
 func newTaskListCmd(env Env) *cobra.Command {
-	o := &apiOpts{env: env, fields: map[string]string{"kind": "kind", "status": "status", "key": "key", "limit": "limit", "cursor": "cursor"}}
+	o := &apiOpts{env: env, fields: map[string]string{"kind": "kind", "status": "status", "key": "key", "limit": "limit", "cursor": "cursor",
+		"priority": "priority", "worker_id": "worker-id", "q": "search"}}
 	var (
-		p   rotaclient.ListParams
-		st  string
-		all bool
+		p    rotaclient.ListParams
+		st   string
+		prio string
+		all  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -221,6 +223,7 @@ func newTaskListCmd(env Env) *cobra.Command {
 		Long: `List tasks, newest first, one page at a time (--limit). When there are more,
 the command to see the next page goes to standard error; --all lists every page.`,
 		Example: `  rota task list --kind email --status FAILED
+  rota task list --status FAILED,TIMEOUT --search smtp --worker-id w1
   rota task list --all -o json | jq -r '.tasks[].task_id'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -228,6 +231,7 @@ the command to see the next page goes to standard error; --all lists every page.
 				return err
 			}
 			p.Status = rota.Status(strings.ToUpper(st))
+			p.Priority = rota.Priority(strings.ToLower(prio))
 			c, err := o.client()
 			if err != nil {
 				return err
@@ -251,8 +255,11 @@ the command to see the next page goes to standard error; --all lists every page.
 	}
 	f := cmd.Flags()
 	f.StringVar(&p.Kind, "kind", "", "only tasks of this kind")
-	f.StringVar(&st, "status", "", "only tasks in this status: "+statusNames())
+	f.StringVar(&st, "status", "", "only tasks in this status, or these (comma-separated): "+statusNames())
 	f.StringVar(&p.Key, "key", "", "only tasks with this key")
+	f.StringVar(&prio, "priority", "", "only tasks of this priority: high, mid or low")
+	f.StringVar(&p.WorkerID, "worker-id", "", "only tasks with a run by this worker")
+	f.StringVar(&p.Search, "search", "", "only tasks whose id is this, or whose key or message contains it")
 	f.IntVar(&p.Limit, "limit", 50, "tasks per page (1-1000)")
 	f.StringVar(&p.Cursor, "cursor", "", "start after this cursor (printed after a page that has more)")
 	f.BoolVar(&all, "all", false, "list every page")
@@ -274,7 +281,7 @@ func statusNames() string {
 func (o *apiOpts) listJSON(cmd *cobra.Command, c *rotaclient.Client, p rotaclient.ListParams, all bool) error {
 	var tasks []json.RawMessage
 	for {
-		q := rotaclient.ListParams{Kind: p.Kind, Status: p.Status, Key: p.Key, Limit: p.Limit, Cursor: p.Cursor}
+		q := p
 		var page struct {
 			Tasks      []json.RawMessage `json:"tasks"`
 			NextCursor string            `json:"next_cursor"`

@@ -266,3 +266,47 @@ func TestTaskSubmitRerunIfFinished(t *testing.T) {
 		t.Errorf("text rerun: %+v", r)
 	}
 }
+
+func TestTaskListFilters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	high := strings.TrimSpace(b.ok(t, "task", "submit", "--kind", "f", "--priority", "high", "--key", "Nightly"))
+	low := strings.TrimSpace(b.ok(t, "task", "submit", "--kind", "f", "--priority", "low"))
+	cl, err := b.client.Claim(b.ctx, rotaclient.ClaimParams{WorkerID: "w1", Kinds: []string{"f"}, Max: 1})
+	if err != nil || len(cl.Runs) != 1 || cl.Runs[0].TaskID != high {
+		t.Fatalf("claim = %+v, %v", cl, err)
+	}
+	ids := func(args ...string) string {
+		t.Helper()
+		var page struct {
+			Tasks []struct {
+				TaskID string `json:"task_id"`
+			} `json:"tasks"`
+		}
+		if err := json.Unmarshal([]byte(b.ok(t, append([]string{"task", "list", "-o", "json"}, args...)...)), &page); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, task := range page.Tasks {
+			out = append(out, task.TaskID)
+		}
+		return strings.Join(out, " ")
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--status", "running,scheduled"}, low + " " + high},
+		{[]string{"--status", "RUNNING"}, high},
+		{[]string{"--priority", "LOW"}, low},
+		{[]string{"--worker-id", "w1"}, high},
+		{[]string{"--search", "nightly"}, high},
+	} {
+		if got := ids(tc.args...); got != tc.want {
+			t.Errorf("task list %v = %q, want %q", tc.args, got, tc.want)
+		}
+	}
+	if msg := b.wantExit(t, ExitUsage, "task", "list", "--priority", "urgent"); !strings.Contains(msg, "--priority") {
+		t.Errorf("bad --priority: %q", msg)
+	}
+}

@@ -286,8 +286,8 @@ type TaskListParams struct {
 	Search string
 	// DependsOn: only tasks that depend on this task id; "" = any.
 	DependsOn string
-	Cursor string // id of the last task of the previous page; "" = first page
-	Limit  int    // 1..1000
+	Cursor    string // id of the last task of the previous page; "" = first page
+	Limit     int    // 1..1000
 }
 
 // TaskListResult is one page of tasks.
