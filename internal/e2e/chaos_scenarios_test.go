@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -413,6 +414,14 @@ func chaosStoreRestart(t *testing.T, st chaosStore, sz chaosSize) (verdict, stri
 		}
 	}
 	reconnected := time.Since(backAt)
+	// Every worker runs tasks again by itself. A worker whose claims
+	// failed while the store was down backs off (up to 5 s) before it
+	// claims again, so the load goes on until each has started a task
+	// after the store came back, within 30 s (checked again below).
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && !everyWorkerStarted(t, led, workerIDs, backAt) {
+		time.Sleep(100 * time.Millisecond)
+	}
 	time.Sleep(sz.restartLoad)
 	ids := subs.halt()
 	for i, p := range procs {
@@ -847,4 +856,31 @@ func chaosGracefulShutdown(t *testing.T, st chaosStore, sz chaosSize) (verdict, 
 	}
 	return judge(t, ctx, c, all, readLedger(t, led)), fmt.Sprintf("%d in flight at SIGTERM, exit after %v, handed over ≤%v",
 		inFlight, exitAt.Sub(stopAt).Round(100*time.Millisecond), max(slowestHandover, 0).Round(time.Second))
+}
+
+// everyWorkerStarted reports whether the ledger led records a start by
+// each of workers after since. It reads while helpers append, so a line
+// not yet whole is passed over (readLedger, after the load, is strict).
+func everyWorkerStarted(t *testing.T, led string, workers []string, since time.Time) bool {
+	t.Helper()
+	b, err := os.ReadFile(led)
+	if err != nil {
+		return false
+	}
+	started := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		fs := strings.Fields(line)
+		if len(fs) != 7 || fs[0] != "start" {
+			continue
+		}
+		if ns, err := strconv.ParseInt(fs[6], 10, 64); err == nil && !time.Unix(0, ns).Before(since) {
+			started[fs[4]] = true
+		}
+	}
+	for _, w := range workers {
+		if !started[w] {
+			return false
+		}
+	}
+	return true
 }
