@@ -118,3 +118,27 @@ func AuditListPage(recs []rota.AuditRecord, limit int) AuditListResult {
 	}
 	return out
 }
+
+// WorkerRunsSelect and WorkerRunsOrder frame the query of
+// WorkerRunsActive: the backend puts its test of worker_id against the
+// list of ids between them.
+const (
+	WorkerRunsSelect = `SELECT worker_id, id, task_id, kind, start_time FROM runs WHERE status = 'RUNNING' AND worker_id `
+	WorkerRunsOrder  = ` ORDER BY worker_id, start_time, id`
+)
+
+// ScanWorkerRun reads one row of WorkerRunsSelect and adds the run to its
+// worker's in out.
+func ScanWorkerRun(sc RowScanner, out map[string][]rota.WorkerRun) error {
+	var (
+		worker string
+		r      rota.WorkerRun
+		start  int64
+	)
+	if err := sc.Scan(&worker, &r.RunID, &r.TaskID, &r.Kind, &start); err != nil {
+		return err
+	}
+	r.StartedAt = FromMillis(start)
+	out[worker] = append(out[worker], r)
+	return nil
+}
