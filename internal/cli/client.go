@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -106,6 +107,22 @@ func (o *apiOpts) call(ctx context.Context, c *rotaclient.Client, method, path s
 		return o.fail(err)
 	}
 	return writeJSON(o.env.Stdout, raw)
+}
+
+// read runs a command that reads: with -o json it prints the data of GET
+// path as the server sent it, else render prints it for people.
+func (o *apiOpts) read(cmd *cobra.Command, path string, render func(ctx context.Context, c *rotaclient.Client) error) error {
+	if err := o.prepare(cmd); err != nil {
+		return err
+	}
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	if o.json() {
+		return o.call(cmd.Context(), c, http.MethodGet, path, nil)
+	}
+	return render(cmd.Context(), c)
 }
 
 func writeJSON(w io.Writer, raw json.RawMessage) error {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"io"
 	"net/http"
 
@@ -51,25 +52,17 @@ func newKindListCmd(env Env) *cobra.Command {
 		Short: "List the kinds and their settings",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.prepare(cmd); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			if o.json() {
-				return o.call(cmd.Context(), c, http.MethodGet, "/api/kinds", nil)
-			}
-			kinds, err := c.ListKinds(cmd.Context())
-			if err != nil {
-				return o.fail(err)
-			}
-			t := newTable(env.Stdout, kindHeader()...)
-			for i := range kinds {
-				kindRow(t, &kinds[i])
-			}
-			return t.flush()
+			return o.read(cmd, "/api/kinds", func(ctx context.Context, c *rotaclient.Client) error {
+				kinds, err := c.ListKinds(ctx)
+				if err != nil {
+					return o.fail(err)
+				}
+				t := newTable(env.Stdout, kindHeader()...)
+				for i := range kinds {
+					kindRow(t, &kinds[i])
+				}
+				return t.flush()
+			})
 		},
 	}
 	addAPIFlags(cmd, o, true)

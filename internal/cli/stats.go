@@ -1,12 +1,13 @@
 package cli
 
 import (
-	"net/http"
+	"context"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/rotaclient"
 )
 
 func newStatsCmd(env Env) *cobra.Command {
@@ -18,44 +19,42 @@ func newStatsCmd(env Env) *cobra.Command {
 claimed (OLDEST_WAITING) and whether the kind is paused.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.prepare(cmd); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			if o.json() {
-				return o.call(cmd.Context(), c, http.MethodGet, "/api/stats", nil)
-			}
-			st, err := c.Stats(cmd.Context())
-			if err != nil {
-				return o.fail(err)
-			}
-			header := []string{"KIND", "PAUSED"}
-			for _, s := range statsColumns() {
-				header = append(header, string(s))
-			}
-			header = append(header, "OLDEST_WAITING")
-			t := newTable(env.Stdout, header...)
-			for _, k := range st.Kinds {
-				row := []any{k.Kind, k.Paused}
-				for _, s := range statsColumns() {
-					row = append(row, k.Counts[s])
+			return o.read(cmd, "/api/stats", func(ctx context.Context, c *rotaclient.Client) error {
+				st, err := c.Stats(ctx)
+				if err != nil {
+					return o.fail(err)
 				}
-				t.row(append(row, time.Duration(k.OldestWaitingSeconds*float64(time.Second)).String())...)
-			}
-			row := []any{"TOTAL", ""}
-			for _, s := range statsColumns() {
-				row = append(row, st.Totals[s])
-			}
-			t.row(append(row, "")...)
-			return t.flush()
+				return printStats(env, st)
+			})
 		},
 	}
 	addAPIFlags(cmd, o, true)
 	annotateEnv(cmd)
 	return cmd
+}
+
+// printStats prints the counts of st as a table, one row a kind and a
+// total.
+func printStats(env Env, st *rotaclient.Stats) error {
+	header := []string{"KIND", "PAUSED"}
+	for _, s := range statsColumns() {
+		header = append(header, string(s))
+	}
+	header = append(header, "OLDEST_WAITING")
+	t := newTable(env.Stdout, header...)
+	for _, k := range st.Kinds {
+		row := []any{k.Kind, k.Paused}
+		for _, s := range statsColumns() {
+			row = append(row, k.Counts[s])
+		}
+		t.row(append(row, time.Duration(k.OldestWaitingSeconds*float64(time.Second)).String())...)
+	}
+	row := []any{"TOTAL", ""}
+	for _, s := range statsColumns() {
+		row = append(row, st.Totals[s])
+	}
+	t.row(append(row, "")...)
+	return t.flush()
 }
 
 // statsColumns are the status columns of rota stats: the statuses in

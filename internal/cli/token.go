@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/rotaapi"
+	"github.com/rotahq/rota/rotaclient"
 )
 
 func newTokenCmd(env Env) *cobra.Command {
@@ -91,25 +93,17 @@ func newTokenListCmd(env Env) *cobra.Command {
 		Short: "List the tokens (never their secrets)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.prepare(cmd); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			if o.json() {
-				return o.call(cmd.Context(), c, http.MethodGet, "/api/tokens", nil)
-			}
-			var data rotaapi.TokenList
-			if err := c.Do(cmd.Context(), http.MethodGet, "/api/tokens", nil, &data); err != nil {
-				return o.fail(err)
-			}
-			t := newTable(env.Stdout, "TOKEN_ID", "NAME", "ROLE", "KINDS", "CREATED", "REVOKED")
-			for _, tk := range data.Tokens {
-				t.row(tk.TokenID, tk.Name, tk.Role, tk.Kinds, unixCell(tk.CreatedAt), unixCell(tk.RevokedAt))
-			}
-			return t.flush()
+			return o.read(cmd, "/api/tokens", func(ctx context.Context, c *rotaclient.Client) error {
+				var data rotaapi.TokenList
+				if err := c.Do(ctx, http.MethodGet, "/api/tokens", nil, &data); err != nil {
+					return o.fail(err)
+				}
+				t := newTable(env.Stdout, "TOKEN_ID", "NAME", "ROLE", "KINDS", "CREATED", "REVOKED")
+				for _, tk := range data.Tokens {
+					t.row(tk.TokenID, tk.Name, tk.Role, tk.Kinds, unixCell(tk.CreatedAt), unixCell(tk.RevokedAt))
+				}
+				return t.flush()
+			})
 		},
 	}
 	addAPIFlags(cmd, o, true)
