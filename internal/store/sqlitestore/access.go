@@ -57,16 +57,7 @@ func (s *Store) TokenList(ctx context.Context) ([]rota.Token, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: list tokens: %w", err)
 	}
-	defer rows.Close()
-	var out []rota.Token
-	for rows.Next() {
-		t, err := scanToken(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: scan token: %w", err)
-		}
-		out = append(out, *t)
-	}
-	return out, rows.Err()
+	return collectRows(rows, "token", scanToken)
 }
 
 // TokenRevoke implements store.AccessStore.

@@ -30,16 +30,7 @@ func (s *Store) KindList(ctx context.Context) ([]rota.Kind, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: list kinds: %w", err)
 	}
-	defer rows.Close()
-	var out []rota.Kind
-	for rows.Next() {
-		k, err := scanKind(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: scan kind: %w", err)
-		}
-		out = append(out, *k)
-	}
-	return out, rows.Err()
+	return collectRows(rows, "kind", scanKind)
 }
 
 // KindGet implements store.Store.

@@ -31,6 +31,21 @@ type taskRow = store.TaskRow
 
 type scanner interface{ Scan(dest ...any) error }
 
+// collectRows reads every row of rows with scan (what names the rows in an
+// error) and closes rows.
+func collectRows[T any](rows *sql.Rows, what string, scan func(scanner) (*T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: scan %s: %w", what, err)
+		}
+		out = append(out, *v)
+	}
+	return out, rows.Err()
+}
+
 // scanTask reads the taskCols of a row; worker_ids is JSON text.
 func scanTask(sc scanner) (*taskRow, error) {
 	var (
@@ -341,16 +356,7 @@ func taskRuns(ctx context.Context, q queryer, taskID string) ([]rota.Run, error)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: runs of %s: %w", taskID, err)
 	}
-	defer rows.Close()
-	var out []rota.Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: scan run: %w", err)
-		}
-		out = append(out, *r)
-	}
-	return out, rows.Err()
+	return collectRows(rows, "run", func(sc scanner) (*rota.Run, error) { return scanRun(sc) })
 }
 
 // TaskList implements store.Store.
