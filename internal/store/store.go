@@ -453,6 +453,60 @@ type LeaderElectParams struct {
 	NodeID string
 	TTL    time.Duration
 	Now    time.Time
+	// Term, when above 0, says the leadership was decided outside the
+	// store (an external registry such as etcd, whose terms grow with each
+	// new leader) and the store only records it, so that its fencing
+	// (CheckFence) follows the registry: NodeID takes the row at once with
+	// that term when it is above the row's, keeps its own row (same term,
+	// lease extended) while its lease runs, and otherwise takes a row whose
+	// lease has passed with the row's term + 1 (a registry term at or below
+	// terms the store already gave out); a smaller term against another
+	// node's running lease is refused (a stale registry leader). See
+	// ElectLeader. 0: the store elects by lease alone.
+	Term int64
+}
+
+// LeaderRow is the single leader row of a store: who leads, in which term,
+// until when (unix ms).
+type LeaderRow struct {
+	NodeID    string
+	Term      int64
+	ExpiresAt int64
+}
+
+// ElectLeader decides an election attempt p against the leader row cur
+// (found false when there is none): the row as it must be afterwards, and
+// whether it changed. It is the rule of LeaderAttemptElect, shared by the
+// backends that read the row and write it back in one transaction:
+//   - no row: NodeID leads in term max(1, p.Term);
+//   - NodeID holds an unexpired row whose term is at least p.Term: the lease
+//     is extended, the term kept;
+//   - p.Term above the row's term (a newer registry leadership): NodeID
+//     takes the row with p.Term, whoever held it;
+//   - the row's lease has passed: NodeID takes it with the row's term + 1;
+//   - otherwise another node leads: nothing changes.
+//
+// Terms therefore only grow, and each leadership has its own.
+func ElectLeader(cur LeaderRow, found bool, p LeaderElectParams) (LeaderRow, bool) {
+	now := Millis(p.Now)
+	exp := now + p.TTL.Milliseconds()
+	switch {
+	case !found:
+		return LeaderRow{NodeID: p.NodeID, Term: max(1, p.Term), ExpiresAt: exp}, true
+	case cur.NodeID == p.NodeID && cur.ExpiresAt > now && cur.Term >= p.Term:
+		return LeaderRow{NodeID: p.NodeID, Term: cur.Term, ExpiresAt: exp}, true
+	case p.Term > cur.Term:
+		return LeaderRow{NodeID: p.NodeID, Term: p.Term, ExpiresAt: exp}, true
+	case cur.ExpiresAt <= now:
+		return LeaderRow{NodeID: p.NodeID, Term: cur.Term + 1, ExpiresAt: exp}, true
+	}
+	return cur, false
+}
+
+// Result is the election's outcome as LeaderAttemptElect answers it for
+// p.NodeID, given the row after ElectLeader.
+func (r LeaderRow) Result(nodeID string) LeaderElectResult {
+	return LeaderElectResult{Leader: r.NodeID == nodeID, LeaderID: r.NodeID, Term: r.Term, ExpiresAt: FromMillis(r.ExpiresAt)}
 }
 
 // LeaderElectResult is the outcome of an election attempt.

@@ -12,9 +12,9 @@ import (
 	"github.com/rotahq/rota/internal/store"
 )
 
-// LeaderAttemptElect implements store.Store. One statement decides: the
-// single leader row is inserted (term 1), taken over (term + 1) when its
-// lease has passed, or extended (same term) when NodeID holds it; INSERT ...
+// LeaderAttemptElect implements store.Store. One statement decides, by
+// store.ElectLeader's rule: the single leader row is inserted, taken over
+// (term + 1, or a registry's larger term) or extended (same term); INSERT ...
 // ON CONFLICT DO UPDATE locks the row and re-checks the condition on its
 // latest version, so concurrent candidates cannot both win. The row is then
 // read back in the same transaction (one round trip for both).
@@ -23,12 +23,15 @@ func (s *Store) LeaderAttemptElect(ctx context.Context, p store.LeaderElectParam
 	err := s.tx(ctx, "elect leader", func(t *txn) error {
 		now := ms(p.Now)
 		exp := now + p.TTL.Milliseconds()
-		t.queue(`INSERT INTO leader AS l (id, node_id, term, expires_at) VALUES (1, $1, 1, $2)
+		// store.ElectLeader's rule in one statement ($4 > 0: a registry's term).
+		t.queue(`INSERT INTO leader AS l (id, node_id, term, expires_at) VALUES (1, $1, GREATEST($4::bigint, 1), $2)
 			ON CONFLICT (id) DO UPDATE SET
 				node_id = excluded.node_id,
-				term = CASE WHEN l.node_id = excluded.node_id AND l.expires_at > $3 THEN l.term ELSE l.term + 1 END,
+				term = CASE WHEN l.node_id = excluded.node_id AND l.expires_at > $3 AND l.term >= $4 THEN l.term
+					WHEN $4 > l.term THEN $4 ELSE l.term + 1 END,
 				expires_at = excluded.expires_at
-			WHERE l.expires_at <= $3 OR l.node_id = excluded.node_id`, p.NodeID, exp, now)
+			WHERE (l.node_id = excluded.node_id AND l.expires_at > $3 AND l.term >= $4) OR $4 > l.term OR l.expires_at <= $3`,
+			p.NodeID, exp, now, p.Term)
 		// The row as the statement above left it, whoever leads.
 		var node string
 		var term, until int64

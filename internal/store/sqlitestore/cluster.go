@@ -15,31 +15,21 @@ import (
 func (s *Store) LeaderAttemptElect(ctx context.Context, p store.LeaderElectParams) (store.LeaderElectResult, error) {
 	var res store.LeaderElectResult
 	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
-		now := ms(p.Now)
-		exp := now + p.TTL.Milliseconds()
-		var node string
-		var term, until int64
-		err := tx.QueryRowContext(ctx, `SELECT node_id, term, expires_at FROM leader WHERE id = 1`).Scan(&node, &term, &until)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			if _, err := tx.ExecContext(ctx, `INSERT INTO leader (id, node_id, term, expires_at) VALUES (1, ?, 1, ?)`, p.NodeID, exp); err != nil {
+		var cur store.LeaderRow
+		err := tx.QueryRowContext(ctx, `SELECT node_id, term, expires_at FROM leader WHERE id = 1`).Scan(&cur.NodeID, &cur.Term, &cur.ExpiresAt)
+		found := !errors.Is(err, sql.ErrNoRows)
+		if found && err != nil {
+			return fmt.Errorf("sqlitestore: read leader: %w", err)
+		}
+		next, changed := store.ElectLeader(cur, found, p)
+		if changed {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO leader (id, node_id, term, expires_at) VALUES (1, ?, ?, ?)
+				ON CONFLICT (id) DO UPDATE SET node_id = excluded.node_id, term = excluded.term, expires_at = excluded.expires_at`,
+				next.NodeID, next.Term, next.ExpiresAt); err != nil {
 				return fmt.Errorf("sqlitestore: elect: %w", err)
 			}
-			node, term, until = p.NodeID, 1, exp
-		case err != nil:
-			return fmt.Errorf("sqlitestore: read leader: %w", err)
-		case node == p.NodeID && until > now:
-			until = exp
-			if _, err := tx.ExecContext(ctx, `UPDATE leader SET expires_at = ? WHERE id = 1`, until); err != nil {
-				return fmt.Errorf("sqlitestore: extend leadership: %w", err)
-			}
-		case until <= now:
-			node, term, until = p.NodeID, term+1, exp
-			if _, err := tx.ExecContext(ctx, `UPDATE leader SET node_id = ?, term = ?, expires_at = ? WHERE id = 1`, node, term, until); err != nil {
-				return fmt.Errorf("sqlitestore: take leadership: %w", err)
-			}
 		}
-		res = store.LeaderElectResult{Leader: node == p.NodeID, LeaderID: node, Term: term, ExpiresAt: tm(until)}
+		res = next.Result(p.NodeID)
 		return nil
 	})
 	return res, err

@@ -15,6 +15,8 @@ func testCluster(t *testing.T, ns newStoreFunc) {
 	parallel(t, ns, "ConcurrentElection", clusterConcurrentElection)
 
 	parallel(t, ns, "NodeRegistry", clusterNodeRegistry)
+
+	parallel(t, ns, "RegistryTerms", clusterRegistryTerms)
 }
 
 // clusterElectExtendExpire is the ElectExtendExpire subtest of testCluster.
