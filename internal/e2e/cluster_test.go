@@ -116,8 +116,14 @@ func leadershipLog(p *proc) []leadershipChange {
 func TestLeaderKilledHandsOver(t *testing.T) {
 	t.Parallel()
 	schema := freshSchema(t)
+	leaderKilledHandsOver(t, func(id string) *clusterNode { return startNode(t, schema, id) })
+}
+
+// leaderKilledHandsOver is TestLeaderKilledHandsOver on the nodes start
+// makes (one cluster: same store, same registry).
+func leaderKilledHandsOver(t *testing.T, start func(id string) *clusterNode) {
 	ctx := context.Background()
-	nodes := []*clusterNode{startNode(t, schema, "n1"), startNode(t, schema, "n2"), startNode(t, schema, "n3")}
+	nodes := []*clusterNode{start("n1"), start("n2"), start("n3")}
 	const lease = 2 * time.Second
 
 	var leader *clusterNode
@@ -208,9 +214,14 @@ func TestLeaderKilledHandsOver(t *testing.T) {
 func TestClusterThreeNodes(t *testing.T) {
 	t.Parallel()
 	schema := freshSchema(t)
+	clusterThreeNodes(t, func(id string) *clusterNode { return startNode(t, schema, id) })
+}
+
+// clusterThreeNodes is TestClusterThreeNodes on the nodes start makes.
+func clusterThreeNodes(t *testing.T, start func(id string) *clusterNode) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	nodes := []*clusterNode{startNode(t, schema, "c1"), startNode(t, schema, "c2"), startNode(t, schema, "c3")}
+	nodes := []*clusterNode{start("c1"), start("c2"), start("c3")}
 
 	const n = 10_000
 	var ids []string

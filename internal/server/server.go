@@ -49,6 +49,10 @@ type Config struct {
 	// DataDir, "sqlite:PATH" for another file, or a PostgreSQL URL
 	// ("postgres://user@host/db") for a store shared by several nodes.
 	Store string
+	// Registry, when set (etcd://host:2379[,host:2379][/prefix]), keeps
+	// node membership and leader election in etcd instead of the store
+	// (see internal/registry/etcdreg); nodes sharing work use the same one.
+	Registry string
 	// PGSchema is the PostgreSQL schema holding Rota's tables (default
 	// "public"); nodes that share work use the same one.
 	PGSchema string
@@ -227,6 +231,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	cfg.Limits = cfg.Limits.withDefaults()
 	st, err := openStore(ctx, cfg)
 	if err != nil {
+		return nil, err
+	}
+	inner := st
+	if st, err = withRegistry(ctx, cfg, inner); err != nil {
+		inner.Close()
 		return nil, err
 	}
 	s, err := compose(cfg, st)
@@ -491,7 +500,7 @@ func (s *Server) IsLeader() bool {
 // events published so far (so that they count with the work that made
 // them); ok is false for a store that cannot tell (the embedded one).
 func (s *Server) RowWrites(ctx context.Context) (rows map[string]storecost.Rows, ok bool, err error) {
-	rw, ok := s.store.(interface {
+	rw, ok := unwrap(s.store).(interface {
 		RowWrites(context.Context) (map[string]storecost.Rows, error)
 	})
 	if !ok {

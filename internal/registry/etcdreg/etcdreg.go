@@ -313,3 +313,13 @@ func (w *wrapped) LeaderResign(ctx context.Context, nodeID string) error {
 	}
 	return w.Store.LeaderResign(ctx, nodeID)
 }
+
+// Close closes the store, then the registry (revoking this node's lease):
+// the wrapped store owns the registry.
+func (w *wrapped) Close() error {
+	return errors.Join(w.Store.Close(), w.r.Close())
+}
+
+// Unwrap returns the store under the registry, for optional interfaces
+// (cost counters) that the wrapper does not forward.
+func (w *wrapped) Unwrap() store.Store { return w.Store }
