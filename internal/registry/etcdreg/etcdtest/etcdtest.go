@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 )
 
 // Start runs an etcd member in a temp dir until the test ends and returns
@@ -21,6 +22,9 @@ func Start(tb testing.TB) string {
 	cfg.Name = "rota-test"
 	cfg.Dir = tb.TempDir()
 	cfg.LogLevel = "error"
+	// Quiet: even at "error" the member logs its own listeners closing at
+	// Close; a failure to start is still reported by StartEtcd.
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	client, peer := freeURL(tb), freeURL(tb)
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
