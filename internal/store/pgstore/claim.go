@@ -182,8 +182,11 @@ func startRuns(t *txn, p store.TaskClaimParams, kind string, picked []candidate,
 		taskIDs[i], runIDs[i], attempts[i] = c.ID, out[i].RunID, int32(out[i].Attempt)
 	}
 	// One statement: the tasks go RUNNING (the worker joins their
-	// holders), the runs are created, the round position moves on to the
-	// slot after the last task handed out.
+	// holders), the round position moves on to the slot after the last
+	// task handed out. A single-worker task keeps its run in its row; the
+	// run it replaces (a retry's previous attempt, as the statement's
+	// snapshot sees it) goes to the history, run_log. A multi-worker
+	// task's run is inserted into run_log.
 	t.queue(`WITH p AS (
 			SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[])
 				AS p(task_id, run_id, attempt, lease, deadline)
@@ -191,18 +194,31 @@ func startRuns(t *txn, p store.TaskClaimParams, kind string, picked []candidate,
 			UPDATE tasks SET status = 'RUNNING', attempt = p.attempt, running = running + 1,
 				avail = running + 1 + successes < workers, holders = array_append(holders, $9),
 				start_time = CASE WHEN start_time = 0 THEN $6 ELSE start_time END,
-				worker_address = $7, updated_at = $6
+				worker_address = $7, updated_at = $6,
+				run_id = CASE WHEN workers = 1 THEN p.run_id ELSE tasks.run_id END,
+				run_worker = CASE WHEN workers = 1 THEN $9 ELSE run_worker END,
+				run_status = CASE WHEN workers = 1 THEN 'RUNNING' ELSE run_status END,
+				run_start = CASE WHEN workers = 1 THEN $6 ELSE run_start END,
+				run_end = CASE WHEN workers = 1 THEN 0 ELSE run_end END,
+				run_lease = CASE WHEN workers = 1 THEN p.lease ELSE run_lease END,
+				run_deadline = CASE WHEN workers = 1 THEN p.deadline ELSE run_deadline END,
+				run_stop = CASE WHEN workers = 1 THEN false ELSE run_stop END,
+				run_message = CASE WHEN workers = 1 THEN '' ELSE run_message END
 			FROM p WHERE tasks.id = p.task_id
 		), k AS (
 			UPDATE kinds SET round_pos = $10, rate_at = $6,
 				rate_tokens = CASE WHEN rate > 0 THEN rate_refill(rate, rate_tokens, rate_at, $6) - $11 ELSE rate_tokens END
 			WHERE name = $8
 		)
-		INSERT INTO runs (id, task_id, kind, worker_id, worker_address, attempt, status, start_time,
-			lease_expires_at, deadline, expires_at)
-		SELECT run_id, task_id, $8, $9, $7, attempt, 'RUNNING', $6, lease, deadline,
-			CASE WHEN deadline <> 0 AND deadline < lease THEN deadline ELSE lease END
-		FROM p`,
+		INSERT INTO run_log (id, task_id, kind, worker_id, worker_address, attempt, status, start_time, end_time,
+			lease_expires_at, deadline, expires_at, stop_requested, message)
+		SELECT t.run_id, t.id, t.kind, t.run_worker, t.worker_address, t.attempt, t.run_status, t.run_start, t.run_end,
+			t.run_lease, t.run_deadline, 0, t.run_stop, t.run_message
+		FROM p JOIN tasks t ON t.id = p.task_id WHERE t.workers = 1 AND t.run_id IS NOT NULL
+		UNION ALL
+		SELECT p.run_id, p.task_id, $8, $9, $7, p.attempt, 'RUNNING', $6, 0, p.lease, p.deadline,
+			CASE WHEN p.deadline <> 0 AND p.deadline < p.lease THEN p.deadline ELSE p.lease END, false, ''
+		FROM p JOIN tasks t ON t.id = p.task_id WHERE t.workers <> 1`,
 		taskIDs, runIDs, attempts, leases, deadlines, now, p.WorkerAddress, kind, p.WorkerID,
 		nextRoundPos(f, picked[n-1].slot), n)
 	return out

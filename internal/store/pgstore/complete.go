@@ -308,13 +308,13 @@ func (g *groupWrites) queue(t *txn) {
 		}
 		// stop_requested too: a run that a report of the group stopped
 		// (stopOthers) and that ended later in the group keeps the mark.
-		t.queue(`UPDATE runs SET status = u.status, end_time = u.end_time, expires_at = 0, lease_expires_at = 0,
+		t.queue(`UPDATE run_log SET status = u.status, end_time = u.end_time, expires_at = 0, lease_expires_at = 0,
 				message = u.message, stop_requested = u.stop
 			FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bool[]) AS u(id, status, end_time, message, stop)
-			WHERE runs.id = u.id`, ids, statuses, ends, msgs, stop)
+			WHERE run_log.id = u.id`, ids, statuses, ends, msgs, stop)
 	}
 	if len(g.stops) > 0 {
-		t.queue(`UPDATE runs SET stop_requested = true WHERE task_id = ANY ($1) AND status = 'RUNNING'`, g.stops)
+		t.queue(`UPDATE run_log SET stop_requested = true WHERE task_id = ANY ($1) AND status = 'RUNNING'`, g.stops)
 	}
 	n := len(g.tasks)
 	if n == 0 {
@@ -341,9 +341,13 @@ func (g *groupWrites) queue(t *txn) {
 	for _, d := range g.drops {
 		dropTasks, dropWorkers = append(dropTasks, d[0]), append(dropWorkers, d[1])
 	}
+	rr := g.rowRuns()
 	t.queue(`UPDATE tasks SET status = u.status, avail = u.avail, failures = u.failures, successes = u.successes,
 			running = u.running, run_at = u.run_at, end_time = u.end_time, message = u.message,
 			result = u.result::json, updated_at = u.updated_at,
+			run_status = COALESCE(rr.status, run_status), run_end = COALESCE(rr.end_time, run_end),
+			run_lease = CASE WHEN rr.status IS NOT NULL AND rr.status <> 'RUNNING' THEN 0 ELSE run_lease END,
+			run_message = COALESCE(rr.message, run_message), run_stop = COALESCE(rr.stop, run_stop),
 			holders = CASE WHEN tasks.id = ANY ($12::text[]) THEN ARRAY(
 				SELECT h FROM unnest(tasks.holders) AS h
 				WHERE NOT EXISTS (SELECT 1 FROM unnest($12::text[], $13::text[]) AS d(task_id, worker_id)
@@ -351,7 +355,31 @@ func (g *groupWrites) queue(t *txn) {
 		FROM unnest($1::text[], $2::text[], $3::bool[], $4::int[], $5::int[], $6::int[], $7::bigint[], $8::bigint[],
 			$9::text[], $10::text[], $11::bigint[])
 			AS u(id, status, avail, failures, successes, running, run_at, end_time, message, result, updated_at)
+			LEFT JOIN unnest($14::text[], $15::text[], $16::bigint[], $17::text[], $18::bool[])
+				AS rr(task_id, status, end_time, message, stop) ON rr.task_id = u.id
 		WHERE tasks.id = u.id`,
 		ids, statuses, avail, failures, successes, running, runAt, endTime, msgs, results, updated,
-		dropTasks, dropWorkers)
+		dropTasks, dropWorkers, rr.tasks, rr.statuses, rr.ends, rr.msgs, rr.stops)
+}
+
+// rowRunCols are the runs kept in task rows that a group loaded, as
+// column arrays: their state in memory, to be stored with their tasks.
+type rowRunCols struct {
+	tasks, statuses, msgs []string
+	ends                  []int64
+	stops                 []bool
+}
+
+// rowRuns returns the group's runs kept in task rows (at most one per
+// task: the row holds one).
+func (g *groupWrites) rowRuns() rowRunCols {
+	c := rowRunCols{tasks: []string{}, statuses: []string{}, msgs: []string{}, ends: []int64{}, stops: []bool{}}
+	for _, r := range g.runs {
+		if !r.inRow {
+			continue
+		}
+		c.tasks, c.statuses, c.msgs = append(c.tasks, r.TaskID), append(c.statuses, string(r.Status)), append(c.msgs, r.Message)
+		c.ends, c.stops = append(c.ends, ms(r.EndTime)), append(c.stops, r.StopRequested)
+	}
+	return c
 }

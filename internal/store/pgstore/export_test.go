@@ -2,6 +2,10 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
@@ -67,4 +71,20 @@ func HoldLeaderRowIdle(s *Store, ctx context.Context) (end func(), err error) {
 		return nil, err
 	}
 	return func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }, nil
+}
+
+// MigrateTo creates schema on url with the migrations up to version n
+// only: a database as an older Rota left it.
+func MigrateTo(ctx context.Context, url, schema string, n int) error {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return err
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("open pool: %w", err)
+	}
+	defer pool.Close()
+	return migrateTo(ctx, pool, schema, n)
 }

@@ -211,8 +211,9 @@ func (s *Store) WorkerPrune(ctx context.Context, p store.WorkerPruneParams) (int
 func (s *Store) Stats(ctx context.Context, now time.Time) (store.Stats, error) {
 	rows, err := s.pool.Query(ctx, `SELECT k.name, k.paused, c.status, COALESCE(c.n, 0), o.oldest
 		FROM kinds k
-		CROSS JOIN LATERAL (SELECT min(run_at) AS oldest FROM tasks
-			WHERE avail AND status = 'SCHEDULED' AND kind = k.name AND run_at <= $1) o
+		CROSS JOIN LATERAL (SELECT min(r.run_at) AS oldest FROM `+readyGroups+`,
+			LATERAL (SELECT run_at FROM tasks WHERE avail AND status = 'SCHEDULED' AND kind = k.name
+				AND level = g.level AND pinned = g.pinned AND run_at <= $1 ORDER BY run_at LIMIT 1) r) o
 		LEFT JOIN (SELECT kind, status, count(*) AS n FROM tasks GROUP BY kind, status) c ON c.kind = k.name
 		ORDER BY k.name, c.status`, ms(now))
 	if err != nil {

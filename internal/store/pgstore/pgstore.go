@@ -308,16 +308,26 @@ func SchemaVersion() int {
 // migrate creates the schema and applies the missing migrations, all in
 // one transaction under an advisory lock of the schema.
 func (s *Store) migrate(ctx context.Context) error {
+	return migrateTo(ctx, s.pool, s.cfg.Schema, -1)
+}
+
+// migrateTo is migrate up to version upTo (-1: the latest), through pool,
+// whose connections' search_path is schema.
+func migrateTo(ctx context.Context, pool *pgxpool.Pool, schema string, upTo int) error {
 	names, err := fs.Glob(migrationFS, "migrations/*.sql")
 	if err != nil {
 		return fmt.Errorf("pgstore: list migrations: %w", err)
 	}
 	sort.Strings(names)
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('rota.migrate'), hashtext($1))`, s.cfg.Schema); err != nil {
+	latest := len(names)
+	if upTo >= 0 && upTo < len(names) {
+		names = names[:upTo]
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('rota.migrate'), hashtext($1))`, schema); err != nil {
 			return fmt.Errorf("take migration lock: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{s.cfg.Schema}.Sanitize()); err != nil {
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize()); err != nil {
 			return fmt.Errorf("create schema: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS rota_migration (
@@ -330,9 +340,9 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err := tx.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM rota_migration`).Scan(&have); err != nil {
 			return fmt.Errorf("read schema version: %w", err)
 		}
-		if have > len(names) {
+		if have > latest {
 			return fmt.Errorf("schema %q has version %d but this rota binary knows only up to %d: upgrade rota (or use the binary that wrote it)",
-				s.cfg.Schema, have, len(names))
+				schema, have, latest)
 		}
 		for i := have; i < len(names); i++ {
 			body, err := migrationFS.ReadFile(names[i])
@@ -349,7 +359,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("pgstore: migrate schema %q: %w", s.cfg.Schema, err)
+		return fmt.Errorf("pgstore: migrate schema %q: %w", schema, err)
 	}
 	return nil
 }

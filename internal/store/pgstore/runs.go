@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,24 +13,28 @@ import (
 	"github.com/rotahq/rota/internal/store"
 )
 
-const runCols = store.RunColumns + `, kind`
+// runCols are the columns of the runs view a runRow reads.
+const runCols = store.RunColumns + `, kind, in_row`
 
-// runRow is a run as stored.
+// runRow is a run as stored: in its task's row (inRow: the task's latest
+// run, of a single-worker task) or in run_log.
 type runRow struct {
 	rota.Run
-	kind string
+	kind  string
+	inRow bool
 }
 
 // scanRun reads the runCols of a row.
 func scanRun(row pgx.Row) (*runRow, error) {
 	var (
-		sc   store.RunScan
-		kind string
+		sc    store.RunScan
+		kind  string
+		inRow bool
 	)
-	if err := row.Scan(sc.Dest(&kind)...); err != nil {
+	if err := row.Scan(sc.Dest(&kind, &inRow)...); err != nil {
 		return nil, err
 	}
-	return &runRow{Run: sc.Run(), kind: kind}, nil
+	return &runRow{Run: sc.Run(), kind: kind, inRow: inRow}, nil
 }
 
 // lockTaskOfRun locks the task of run runID, then reads the run: the lock
@@ -121,8 +126,13 @@ func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (s
 		if p.Message != "" {
 			msg = p.Message
 		}
-		t.queue(`UPDATE runs SET lease_expires_at = $1, expires_at = $2, message = $3 WHERE id = $4`,
-			lease, store.RunExpiresAt(lease, ms(r.Deadline)), msg, r.ID)
+		if r.inRow {
+			// A HOT update: no index covers the run's lease or message.
+			t.queue(`UPDATE tasks SET run_lease = $1, run_message = $2 WHERE id = $3`, lease, msg, task.ID)
+		} else {
+			t.queue(`UPDATE run_log SET lease_expires_at = $1, expires_at = $2, message = $3 WHERE id = $4`,
+				lease, store.RunExpiresAt(lease, ms(r.Deadline)), msg, r.ID)
+		}
 		t.queue(`UPDATE workers SET last_seen = $1 WHERE id = $2 RETURNING stop_requested`, now, p.WorkerID).
 			QueryRow(func(row pgx.Row) error {
 				if err := row.Scan(&res.Drain); err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -165,11 +175,15 @@ func applyReport(t *txn, task *taskRow, r *runRow, p store.RunCompleteParams) {
 // takes the run's worker off the task's holders unless it succeeded.
 func endRun(t *txn, r *runRow, status rota.Status, msg string, now int64) {
 	r.Status, r.EndTime, r.Message = status, tm(now), msg
+	if r.inRow {
+		// Written with its task by settle, in the same update.
+		return
+	}
 	if t.group != nil {
 		t.group.endRun(r)
 		return
 	}
-	t.queue(`UPDATE runs SET status = $1, end_time = $2, expires_at = 0, lease_expires_at = 0, message = $3
+	t.queue(`UPDATE run_log SET status = $1, end_time = $2, expires_at = 0, lease_expires_at = 0, message = $3
 		WHERE id = $4`, string(status), now, msg, r.ID)
 }
 
@@ -195,8 +209,8 @@ func settle(tx *txn, t *taskRow, r *runRow, run store.SettleRun) {
 			return
 		}
 		tx.queue(`UPDATE tasks SET running = $1, updated_at = $2,
-			holders = CASE WHEN $3 THEN array_remove(holders, $4) ELSE holders END WHERE id = $5`,
-			t.Running, now, dropHolder, r.WorkerID, t.ID)
+			holders = CASE WHEN $3 THEN array_remove(holders, $4) ELSE holders END, `+rowRunSet(6)+` WHERE id = $5`,
+			append([]any{t.Running, now, dropHolder, r.WorkerID, t.ID}, rowRunArgs(r)...)...)
 		return
 	}
 	st := t.Settle(run)
@@ -211,12 +225,28 @@ func settle(tx *txn, t *taskRow, r *runRow, run store.SettleRun) {
 	}
 	tx.queue(`UPDATE tasks SET status = $1, avail = $2, failures = $3, successes = $4,
 		running = $5, run_at = $6, end_time = $7, message = $8, result = $9::json, updated_at = $10,
-		holders = CASE WHEN $12 THEN array_remove(holders, $13) ELSE holders END WHERE id = $11`,
-		string(st.Status), t.Avail, t.Failures, t.Successes, t.Running, ms(st.RunAt), ms(st.EndTime), st.Message,
-		nullJSON(st.Result), now, t.ID, dropHolder, r.WorkerID)
+		holders = CASE WHEN $12 THEN array_remove(holders, $13) ELSE holders END, `+rowRunSet(14)+` WHERE id = $11`,
+		append([]any{string(st.Status), t.Avail, t.Failures, t.Successes, t.Running, ms(st.RunAt), ms(st.EndTime), st.Message,
+			nullJSON(st.Result), now, t.ID, dropHolder, r.WorkerID}, rowRunArgs(r)...)...)
 	if st.StopOthers {
-		tx.queue(`UPDATE runs SET stop_requested = true WHERE task_id = $1 AND status = 'RUNNING'`, t.ID)
+		tx.queue(`UPDATE run_log SET stop_requested = true WHERE task_id = $1 AND status = 'RUNNING'`, t.ID)
 	}
+}
+
+// rowRunSet is the SET list that stores the state of a run kept in its
+// task's row, from the parameters rowRunArgs gives from $n on (a run of
+// run_log leaves the row's run as it is).
+func rowRunSet(n int) string {
+	p := func(i int) string { return "$" + strconv.Itoa(n+i) }
+	return `run_status = CASE WHEN ` + p(0) + ` THEN ` + p(1) + ` ELSE run_status END,
+		run_end = CASE WHEN ` + p(0) + ` THEN ` + p(2) + ` ELSE run_end END,
+		run_lease = CASE WHEN ` + p(0) + ` AND ` + p(1) + ` <> 'RUNNING' THEN 0 ELSE run_lease END,
+		run_message = CASE WHEN ` + p(0) + ` THEN ` + p(3) + ` ELSE run_message END`
+}
+
+// rowRunArgs are the parameters of rowRunSet for run r.
+func rowRunArgs(r *runRow) []any {
+	return []any{r.inRow, string(r.Status), ms(r.EndTime), r.Message}
 }
 
 // expireRun queues the end of a run whose lease or deadline passed at now,

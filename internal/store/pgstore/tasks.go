@@ -321,9 +321,10 @@ func (s *Store) insertDepsTx(ctx context.Context, ps []store.TaskInsertParams) (
 
 // insertDeps records the dependencies of the task r just inserted for
 // item i (prior: the results of the earlier items) and starts it WAITING,
-// or CANCELED when one has already failed. The dependencies are read FOR
-// SHARE: one settling concurrently waits for this transaction, whose
-// links its trigger then sees, or has committed and is read settled.
+// or CANCELED when one has already failed. The dependencies are locked
+// (FOR NO KEY UPDATE: their dependents count goes up): one settling
+// concurrently waits for this transaction, whose links its trigger then
+// sees (the count lets it run), or has committed and is read settled.
 func insertDeps(ctx context.Context, t *txn, p store.TaskInsertParams, r store.TaskInsertResult, i int,
 	prior []store.TaskInsertResult) (store.TaskInsertResult, error) {
 	ids, err := store.DepIDs(p, i, prior)
@@ -343,7 +344,7 @@ func insertDeps(ctx context.Context, t *txn, p store.TaskInsertParams, r store.T
 			status[id] = s
 		}
 		return rows.Err()
-	}, `SELECT id, status FROM tasks WHERE id = ANY ($1) ORDER BY id FOR SHARE`, ids)
+	}, `SELECT id, status FROM tasks WHERE id = ANY ($1) ORDER BY id FOR NO KEY UPDATE`, ids)
 	if err != nil {
 		return r, fmt.Errorf("read dependencies: %w", err)
 	}
@@ -353,13 +354,16 @@ func insertDeps(ctx context.Context, t *txn, p store.TaskInsertParams, r store.T
 	}
 	now := ms(p.Now)
 	t.queue(`INSERT INTO task_deps (task_id, dep_id) SELECT $1, d FROM unnest($2::text[]) AS d`, r.Task.ID, ids)
+	t.queue(`UPDATE tasks SET dependents = dependents + 1 WHERE id = ANY ($1)`, ids)
 	switch {
 	case st.Failed != "":
-		t.queue(`UPDATE tasks SET status = 'CANCELED', avail = false, end_time = $1, message = $2, updated_at = $1
-			WHERE id = $3`, now, st.Failed, r.Task.ID)
+		t.queue(`UPDATE tasks SET status = 'CANCELED', avail = false, end_time = $1, message = $2, updated_at = $1,
+			parents = $4 WHERE id = $3`, now, st.Failed, r.Task.ID, len(ids))
 	case st.Waiting > 0:
-		t.queue(`UPDATE tasks SET status = 'WAITING', avail = false, deps_waiting = $1, updated_at = $2 WHERE id = $3`,
-			st.Waiting, now, r.Task.ID)
+		t.queue(`UPDATE tasks SET status = 'WAITING', avail = false, deps_waiting = $1, updated_at = $2, parents = $4
+			WHERE id = $3`, st.Waiting, now, r.Task.ID, len(ids))
+	default:
+		t.queue(`UPDATE tasks SET parents = $1 WHERE id = $2`, len(ids), r.Task.ID)
 	}
 	var row *taskRow
 	t.queue(`SELECT `+taskCols+` FROM tasks WHERE id = $1`, r.Task.ID).QueryRow(func(rw pgx.Row) (err error) {
@@ -486,10 +490,12 @@ func rerunTask(ctx context.Context, t *txn, row *taskRow, p store.TaskInsertPara
 	if runAt == 0 {
 		runAt = now
 	}
-	t.queue(`DELETE FROM runs WHERE task_id = $1`, row.ID)
+	t.queue(`DELETE FROM run_log WHERE task_id = $1`, row.ID)
 	t.queue(`UPDATE tasks SET status = 'SCHEDULED', avail = true, held = false, deps_waiting = 0, attempt = 0, failures = 0,
 		successes = 0, running = 0, holders = '{}', stop_requested = false, run_at = $2, start_time = 0,
-		end_time = 0, worker_address = '', message = '', result = NULL, skip_reason = '', updated_at = $3
+		end_time = 0, worker_address = '', message = '', result = NULL, skip_reason = '', updated_at = $3,
+		run_id = NULL, run_worker = '', run_status = '', run_start = 0, run_end = 0, run_lease = 0, run_deadline = 0,
+		run_stop = false, run_message = ''
 		WHERE id = $1`, row.ID, runAt, now)
 	if err := t.flush(ctx); err != nil {
 		return store.TaskInsertResult{}, fmt.Errorf("rerun task %s: %w", row.ID, err)
@@ -548,13 +554,14 @@ func (s *Store) TaskUpdate(ctx context.Context, p store.TaskUpdateParams) (*rota
 		}
 		if stopDisallowed {
 			// Runs of workers no longer allowed are asked to stop.
-			t.queue(`UPDATE runs SET stop_requested = true WHERE task_id = $1 AND status = 'RUNNING'
+			t.queue(`UPDATE run_log SET stop_requested = true WHERE task_id = $1 AND status = 'RUNNING'
 				AND NOT (worker_id = ANY ($2))`, row.ID, row.WorkerIDs)
 		}
 		now := ms(p.Now)
 		t.queue(`UPDATE tasks SET level = $1, max_retries = $2, hb_timeout_s = $3, worker_ids = $4,
-			updated_at = $5 WHERE id = $6`, row.Priority.Level(), row.MaxRetries, row.HeartbeatTimeoutSeconds,
-			idList(row.WorkerIDs), now, row.ID)
+			updated_at = $5, run_stop = run_stop OR ($7 AND run_status = 'RUNNING' AND NOT (run_worker = ANY ($4)))
+			WHERE id = $6`, row.Priority.Level(), row.MaxRetries, row.HeartbeatTimeoutSeconds,
+			idList(row.WorkerIDs), now, row.ID, stopDisallowed)
 		if row.Avail && !row.StopRequested {
 			t.notify(row.Kind, ms(row.RunAt), now)
 		}
@@ -584,9 +591,9 @@ func (s *Store) TaskStop(ctx context.Context, p store.TaskStopParams) (*rota.Tas
 			t.queue(`UPDATE tasks SET status = 'CANCELED', avail = false, stop_requested = true,
 				end_time = $1, message = $2, updated_at = $1 WHERE id = $3`, now, msg, row.ID)
 		} else {
-			t.queue(`UPDATE runs SET stop_requested = true WHERE task_id = $1 AND status = 'RUNNING'`, row.ID)
-			t.queue(`UPDATE tasks SET stop_requested = true, avail = false, message = $1, updated_at = $2 WHERE id = $3`,
-				msg, now, row.ID)
+			t.queue(`UPDATE run_log SET stop_requested = true WHERE task_id = $1 AND status = 'RUNNING'`, row.ID)
+			t.queue(`UPDATE tasks SET stop_requested = true, avail = false, message = $1, updated_at = $2,
+				run_stop = run_stop OR run_status = 'RUNNING' WHERE id = $3`, msg, now, row.ID)
 		}
 		queueTaskWithRuns(t, p.ID, &out)
 		return nil
@@ -597,12 +604,18 @@ func (s *Store) TaskStop(ctx context.Context, p store.TaskStopParams) (*rota.Tas
 	return out, nil
 }
 
-// TaskNextRunAt implements store.Store: one index probe of tasks_due per
-// kind.
+// readyGroups are the (level, pinned) groups of tasks_ready under a kind:
+// a query over a kind's waiting tasks in run_at order probes each.
+const readyGroups = `(VALUES (0::smallint, false), (0::smallint, true), (1::smallint, false), (1::smallint, true),
+	(2::smallint, false), (2::smallint, true)) AS g(level, pinned)`
+
+// TaskNextRunAt implements store.Store: one index probe of tasks_ready
+// per kind and (level, pinned) group.
 func (s *Store) TaskNextRunAt(ctx context.Context, kinds []string, now time.Time) (time.Time, bool, error) {
 	var next *int64
-	err := s.pool.QueryRow(ctx, `SELECT min(n.run_at) FROM unnest($1::text[]) AS k(name),
-		LATERAL (SELECT run_at FROM tasks WHERE avail AND kind = k.name AND run_at > $2 ORDER BY run_at LIMIT 1) AS n`,
+	err := s.pool.QueryRow(ctx, `SELECT min(n.run_at) FROM unnest($1::text[]) AS k(name) CROSS JOIN `+readyGroups+`,
+		LATERAL (SELECT run_at FROM tasks WHERE avail AND kind = k.name AND level = g.level AND pinned = g.pinned
+			AND run_at > $2 ORDER BY run_at LIMIT 1) AS n`,
 		kinds, ms(now)).Scan(&next)
 	if err != nil {
 		return time.Time{}, false, s.translate("next run_at", err)
