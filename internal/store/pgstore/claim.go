@@ -23,16 +23,7 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 		res = store.TaskClaimResult{}
 		now := ms(p.Now)
 		var stop bool
-		t.queue(`INSERT INTO workers (id, address, kinds, first_seen, last_seen, last_wait_ms)
-			VALUES ($1, $2, $3, $4, $4, $5)
-			ON CONFLICT (id) DO UPDATE SET address = excluded.address,
-				kinds = CASE WHEN workers.kinds = excluded.kinds THEN workers.kinds
-					WHEN (SELECT count(DISTINCT k) FROM unnest(workers.kinds || excluded.kinds) AS k) > `+strconv.Itoa(store.MaxWorkerKinds)+`
-					THEN excluded.kinds ELSE
-					ARRAY(SELECT DISTINCT k COLLATE "C" FROM unnest(workers.kinds || excluded.kinds) AS k ORDER BY 1) END,
-				last_seen = excluded.last_seen, last_wait_ms = excluded.last_wait_ms, deregistered = false
-			RETURNING stop_requested`, p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds()).
-			QueryRow(func(row pgx.Row) error { return row.Scan(&stop) })
+		queueSeeWorker(t, p, now, &stop)
 		multi := len(p.Kinds) > 1
 		var held string // greatest kind whose lock this claim keeps
 		for _, kind := range p.Kinds {
@@ -76,6 +67,38 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 		return nil
 	})
 	return res, err
+}
+
+// seenGrain is how stale a worker's recorded last sighting may be: a
+// claim or heartbeat within a second of the last recorded one writes
+// nothing to the worker's row (unless something else of it changes), so
+// that a busy worker does not cost a row version per claim. It is small
+// beside store.WorkerLiveness.
+const seenGrain = 1000 // ms
+
+// queueSeeWorker queues the upsert of the claiming worker's row (its
+// sighting, address, kinds, wait) and the read of its stop flag into
+// *stop. The row is written only when it is new or something changes
+// beyond seenGrain; a worker asked to stop is always written, so the flag
+// read is the latest (RETURNING), else the statement's snapshot's.
+func queueSeeWorker(t *txn, p store.TaskClaimParams, now int64, stop *bool) {
+	t.queue(`WITH up AS (
+			INSERT INTO workers (id, address, kinds, first_seen, last_seen, last_wait_ms)
+			VALUES ($1, $2, $3, $4, $4, $5)
+			ON CONFLICT (id) DO UPDATE SET address = excluded.address,
+				kinds = CASE WHEN workers.kinds = excluded.kinds THEN workers.kinds
+					WHEN (SELECT count(DISTINCT k) FROM unnest(workers.kinds || excluded.kinds) AS k) > `+strconv.Itoa(store.MaxWorkerKinds)+`
+					THEN excluded.kinds ELSE
+					ARRAY(SELECT DISTINCT k COLLATE "C" FROM unnest(workers.kinds || excluded.kinds) AS k ORDER BY 1) END,
+				last_seen = excluded.last_seen, last_wait_ms = excluded.last_wait_ms, deregistered = false
+			WHERE workers.last_seen <= excluded.last_seen - `+strconv.Itoa(seenGrain)+`
+				OR workers.last_wait_ms <> excluded.last_wait_ms OR workers.address <> excluded.address
+				OR workers.deregistered OR workers.stop_requested OR NOT (workers.kinds @> excluded.kinds)
+			RETURNING stop_requested
+		)
+		SELECT COALESCE((SELECT stop_requested FROM up), (SELECT stop_requested FROM workers WHERE id = $1), false)`,
+		p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds()).
+		QueryRow(func(row pgx.Row) error { return row.Scan(stop) })
 }
 
 // candidate is a task a claim picked and locked.

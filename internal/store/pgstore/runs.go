@@ -133,13 +133,13 @@ func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (s
 			t.queue(`UPDATE run_log SET lease_expires_at = $1, expires_at = $2, message = $3 WHERE id = $4`,
 				lease, store.RunExpiresAt(lease, ms(r.Deadline)), msg, r.ID)
 		}
-		t.queue(`UPDATE workers SET last_seen = $1 WHERE id = $2 RETURNING stop_requested`, now, p.WorkerID).
-			QueryRow(func(row pgx.Row) error {
-				if err := row.Scan(&res.Drain); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-					return err
-				}
-				return nil
-			})
+		// The sighting is written only past seenGrain (see queueSeeWorker).
+		t.queue(`WITH up AS (
+				UPDATE workers SET last_seen = $1::bigint WHERE id = $2 AND (last_seen <= $1::bigint - `+strconv.Itoa(seenGrain)+` OR stop_requested)
+				RETURNING stop_requested
+			)
+			SELECT COALESCE((SELECT stop_requested FROM up), (SELECT stop_requested FROM workers WHERE id = $2), false)`,
+			now, p.WorkerID).QueryRow(func(row pgx.Row) error { return row.Scan(&res.Drain) })
 		return nil
 	})
 	return res, err
