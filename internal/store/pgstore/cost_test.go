@@ -31,9 +31,9 @@ func TestCostPerTask(t *testing.T) {
 	t.Parallel()
 	var c storecost.Counter
 	st := openCounted(t, &c)
-	// Measured on the store as of issue 13's "before". A transaction is
-	// pipelined (txn): BEGIN goes with the first batch and COMMIT with the
-	// last, so a round trip is one batch; each COMMIT is one WAL flush.
+	// Issue 13's lean store. A transaction is pipelined (txn): BEGIN goes
+	// with the first batch and COMMIT with the last, so a round trip is
+	// one batch; each COMMIT is one WAL flush.
 	got := storetest.WantHotPathCost(t, "PostgreSQL", st, &c, func() map[string]storecost.Rows {
 		w, err := st.RowWrites(t.Context())
 		if err != nil {
@@ -43,18 +43,20 @@ func TestCostPerTask(t *testing.T) {
 	}, map[string]storecost.Counts{
 		// One batch: BEGIN; INSERT tasks; COMMIT.
 		storetest.CostInsert: storetest.Transaction(3, 1),
-		// Batch 1: BEGIN; upsert workers; SELECT kinds FOR UPDATE; the pick
-		// (candidatesSQL). Batch 2: one statement that inserts the runs
-		// and updates the tasks (unnest); COMMIT.
+		// Batch 1: BEGIN; upsert workers (written only past a second);
+		// SELECT kinds FOR UPDATE; the pick (candidatesSQL). Batch 2: one
+		// statement that starts the runs in the task rows (and moves a
+		// retried task's previous run to run_log); COMMIT.
 		storetest.CostClaim: storetest.Transaction(6, 2),
-		// Batch 1: BEGIN; SELECT tasks FOR NO KEY UPDATE; SELECT runs.
-		// Batch 2: UPDATE runs (lease); UPDATE workers (last_seen)
-		// RETURNING stop_requested; COMMIT.
+		// Batch 1: BEGIN; SELECT tasks FOR NO KEY UPDATE (by tasks_run);
+		// SELECT the run (the runs view). Batch 2: UPDATE tasks (lease);
+		// the worker's sighting (written only past a second) and stop
+		// flag; COMMIT.
 		storetest.CostHeartbeat: storetest.Transaction(6, 2),
 		// A report alone in its group. Batch 1: BEGIN; SELECT tasks FOR NO
-		// KEY UPDATE; SELECT runs. Batch 2: UPDATE runs (SUCCESS); UPDATE
-		// tasks (settled); SELECT tasks (the task returned); COMMIT.
-		storetest.CostComplete: storetest.Transaction(7, 2),
+		// KEY UPDATE; SELECT the run. Batch 2: UPDATE tasks (run and task
+		// settled together); SELECT tasks (the task returned); COMMIT.
+		storetest.CostComplete: storetest.Transaction(6, 2),
 		// As a claim, without its second batch's write: BEGIN; upsert
 		// workers; SELECT kinds FOR UPDATE; the pick; then COMMIT alone.
 		storetest.CostClaimEmpty: storetest.Transaction(5, 2),
@@ -72,23 +74,24 @@ func TestCostPerTask(t *testing.T) {
 		// notifier, merged with the kinds' ones.
 		storetest.CostEventAppend: {Statements: 1, RoundTrips: 1, Commits: 0},
 	})
-	// Row versions (pg_stat_user_tables). Today, updates of tasks and of
-	// runs' status are never HOT (indexed columns change); those of kinds,
-	// workers, schedules and a run's lease usually are.
+	// Row versions (pg_stat_user_tables). Before issue 13 a task wrote a
+	// run row at its claim and updated it at its end: claim 4, heartbeat
+	// 2, complete 2.
 	storetest.WantRows(t, got, map[string]storecost.Rows{
 		storetest.CostInsert: {Inserted: 1}, // the task
-		// The run inserted; the task (RUNNING), the worker (last_seen)
-		// and the kind (round_pos) updated.
-		storetest.CostClaim: {Inserted: 1, Updated: 3},
-		// The run (lease) and the worker (last_seen).
-		storetest.CostHeartbeat: {Updated: 2},
-		// The run (SUCCESS) and the task (SUCCEEDED).
-		storetest.CostComplete: {Updated: 2},
-		// The worker (last_seen).
-		storetest.CostClaimEmpty:  {Updated: 1},
+		// The task (RUNNING, its run in the row), the kind (round_pos,
+		// HOT) and the worker (its first sighting in this pass, HOT).
+		storetest.CostClaim: {Updated: 3},
+		// The task (the run's lease: HOT); the worker was seen within the
+		// second.
+		storetest.CostHeartbeat: {Updated: 1},
+		// The task (run and task settled).
+		storetest.CostComplete: {Updated: 1},
+		// Nothing: the worker was seen within the second.
+		storetest.CostClaimEmpty:  {},
 		storetest.CostInsertBatch: {Inserted: storetest.CostBatch},
-		// Per task a run and the task's update; once the worker and kind.
-		storetest.CostClaimBatch: {Inserted: storetest.CostBatch, Updated: storetest.CostBatch + 2},
+		// The tasks; once the kind.
+		storetest.CostClaimBatch: {Updated: storetest.CostBatch + 1},
 		// The run's task inserted; the schedule (state, version) updated.
 		storetest.CostFire: {Inserted: 1, Updated: 1},
 		// The events inserted; the counter row updated (usually HOT).
@@ -97,8 +100,12 @@ func TestCostPerTask(t *testing.T) {
 }
 
 // TestRowVersionsPerTask counts the row versions a task writes on
-// PostgreSQL (pg_stat_user_tables), alone and in groups, and the
-// statements of a group of reports settled together: issue 13's "before".
+// PostgreSQL (pg_stat_user_tables), alone and in groups, those of
+// heartbeats (HOT) and of a retry (one history row), and the statements
+// of a group of reports settled together. Before issue 13 a task wrote 5
+// row versions in two tables (task insert, run insert, task update at the
+// claim, run and task updates at the end), plus a worker and a kind
+// update per claim.
 func TestRowVersionsPerTask(t *testing.T) {
 	t.Parallel()
 	const n = 20
@@ -127,19 +134,86 @@ func TestRowVersionsPerTask(t *testing.T) {
 	}
 	single := storecost.SubTables(writes(), before)
 	t.Logf("one by one, %d tasks: %+v", n, single)
+	want := map[string]storecost.Rows{
+		// Insert; claim (RUNNING, the run in the row); completion (run
+		// and task settled): 3 row versions per task.
+		"tasks": {Inserted: n, Updated: 2 * n},
+		// The claim's advance of the kind's weighted round (round_pos).
+		// The worker's row is not written: it was seen within the second.
+		"kinds": {Updated: n},
+	}
+	if d := cmp.Diff(want, withoutHot(single)); d != "" {
+		t.Errorf("row writes of %d tasks one by one (-want +got):\n%s", n, d)
+	}
 
-	// In groups: one batch insert, one claim of n, one group of n reports.
+	grouped, groupCost := groupedTasks(t, st, &c, f, n, now, writes)
+	want["kinds"] = storecost.Rows{Updated: 1} // one claim for the group
+	if d := cmp.Diff(want, withoutHot(grouped)); d != "" {
+		t.Errorf("row writes of %d tasks in groups (-want +got):\n%s", n, d)
+	}
+	// A group of reports, whatever its size. Batch 1: BEGIN; lock the
+	// tasks (SELECT FOR NO KEY UPDATE); SELECT their runs. Batch 2: UPDATE
+	// of every settled task (with its run); SELECT of the tasks with
+	// their runs (the answers); COMMIT.
+	wantGroup := storecost.Counts{Statements: 6, RoundTrips: 2, Commits: 1}
+	groupCost.Prepares = 0
+	if groupCost != wantGroup {
+		t.Errorf("a group of %d reports: %v, want %v", n, groupCost, wantGroup)
+	}
+
+	// A retry: the failed first run goes to the history (run_log) when
+	// the second claim replaces it in the task row.
+	f.InsertNew("k", now)
+	before = writes()
+	f.Fail("w1", f.ClaimOne("w1", now, "k").RunID, now, func(int) time.Duration { return 0 })
+	task := f.Succeed("w1", f.ClaimOne("w1", now, "k").RunID, now)
+	retry := storecost.SubTables(writes(), before)
+	if len(task.Runs) != 2 || task.Runs[0].Status != "FAILED" || task.Runs[1].Status != "SUCCESS" {
+		t.Fatalf("retried task's runs: %+v", task.Runs)
+	}
+	want = map[string]storecost.Rows{
+		"tasks":   {Updated: 4}, // two claims, two reports
+		"run_log": {Inserted: 1},
+		"kinds":   {Updated: 2},
+	}
+	if d := cmp.Diff(want, withoutHot(retry)); d != "" {
+		t.Errorf("row writes of a retried task (-want +got):\n%s", d)
+	}
+}
+
+// groupedTasks inserts n tasks in one batch, claims them in one claim,
+// heartbeats each and completes them in one group of reports, and returns
+// the row writes of all but the heartbeats and the cost of the group of
+// reports. It checks that the heartbeats were HOT updates of the task
+// rows only.
+func groupedTasks(t *testing.T, st *pgstore.Store, c *storecost.Counter, f *storetest.Fixture, n int, now time.Time,
+	writes func() map[string]storecost.Rows) (map[string]storecost.Rows, storecost.Counts) {
+	t.Helper()
+	ctx := t.Context()
 	ps := make([]store.TaskInsertParams, n)
 	for i := range ps {
 		ps[i] = f.Params("k", now)
 	}
-	before = writes()
+	before := writes()
 	if _, err := st.TaskInsertMany(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
 	runs := f.Claim("w1", now, n, "k").Runs
 	if len(runs) != n {
 		t.Fatalf("claimed %d, want %d", len(runs), n)
+	}
+	mid := writes()
+	for _, r := range runs {
+		f.Heartbeat("w1", r.RunID, now)
+	}
+	hb := storecost.SubTables(writes(), mid)
+	t.Logf("%d heartbeats: %+v", n, hb)
+	if hb["tasks"].Updated != int64(n) || len(hb) != 1 {
+		t.Errorf("%d heartbeats wrote %+v, want %d updates of tasks only", n, hb, n)
+	}
+	// HOT unless a page is full; with fillfactor 80 nearly all are.
+	if hot := hb["tasks"].HotUpdated; hot < int64(n)*3/4 {
+		t.Errorf("%d heartbeats: %d HOT updates, want nearly all", n, hot)
 	}
 	reports := make([]store.RunCompleteParams, n)
 	for i, r := range runs {
@@ -156,36 +230,9 @@ func TestRowVersionsPerTask(t *testing.T) {
 		}
 	}
 	groupCost := c.Snapshot().Sub(cost).Caller
-	grouped := storecost.SubTables(writes(), before)
+	grouped := storecost.SubTables(storecost.SubTables(writes(), before), hb)
 	t.Logf("in groups of %d: %+v; the group of reports: %v", n, grouped, groupCost)
-
-	want := map[string]storecost.Rows{
-		// Insert; claim (RUNNING); completion (SUCCEEDED).
-		"tasks": {Inserted: n, Updated: 2 * n},
-		// Insert at claim; completion.
-		"runs": {Inserted: n, Updated: n},
-		// The claim's upsert of the worker's row (last_seen).
-		"workers": {Updated: n},
-		// The claim's advance of the kind's weighted round (round_pos).
-		"kinds": {Updated: n},
-	}
-	if d := cmp.Diff(want, withoutHot(single)); d != "" {
-		t.Errorf("row writes of %d tasks one by one (-want +got):\n%s", n, d)
-	}
-	want["workers"] = storecost.Rows{Updated: 1} // one claim for the group
-	want["kinds"] = storecost.Rows{Updated: 1}
-	if d := cmp.Diff(want, withoutHot(grouped)); d != "" {
-		t.Errorf("row writes of %d tasks in groups (-want +got):\n%s", n, d)
-	}
-	// A group of reports, whatever its size. Batch 1: BEGIN; lock the
-	// tasks (SELECT FOR NO KEY UPDATE); SELECT their runs. Batch 2: UPDATE
-	// of every ended run; UPDATE of every settled task; SELECT of the tasks
-	// with their runs (the answers); COMMIT.
-	wantGroup := storecost.Counts{Statements: 7, RoundTrips: 2, Commits: 1}
-	groupCost.Prepares = 0
-	if groupCost != wantGroup {
-		t.Errorf("a group of %d reports: %v, want %v", n, groupCost, wantGroup)
-	}
+	return grouped, groupCost
 }
 
 // withoutHot clears the HOT counts (reported, not pinned: whether an
