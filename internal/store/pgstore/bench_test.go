@@ -81,7 +81,7 @@ func BenchmarkClaimDeepQueue(b *testing.B) {
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "claims/s")
 			b.StopTimer()
 			if b.N >= 100 {
-				plans := explainClaim(b, conn, schema, now.UnixMilli())
+				plans := explainClaim(b, conn, schema, now.UnixMilli()) + explainHot(b, conn, schema, now.UnixMilli())
 				b.Logf("depth %d after %d claims:\n%s", depth, b.N, plans)
 				// The log above may be cut short; ROTA_EXPLAIN_DIR keeps
 				// the whole plans in a file.
@@ -140,5 +140,61 @@ func explainClaim(b *testing.B, conn *pgx.Conn, schema string, now int64) string
 	if _, err := tx.Exec(ctx, `DEALLOCATE rota_candidates`); err != nil {
 		b.Fatal(err)
 	}
+	return out.String()
+}
+
+// explainHot returns EXPLAIN (ANALYZE, BUFFERS) of the other hot
+// statements, generic plans (as the store runs them), in a transaction
+// that is rolled back: the claim's write (the next waiting task), the
+// heartbeat's lock, read and write and the report's write (a running
+// run of the benchmark's claims), and the reaper's search (every running
+// run expired).
+func explainHot(b *testing.B, conn *pgx.Conn, schema string, now int64) string {
+	b.Helper()
+	ctx := context.Background()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	exec := func(sql string, args ...any) {
+		if _, err := tx.Exec(ctx, sql, args...); err != nil {
+			b.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec(`SET LOCAL search_path TO ` + pgx.Identifier{schema}.Sanitize())
+	exec(`SET LOCAL plan_cache_mode = force_generic_plan`)
+	var next, task, run string
+	if err := tx.QueryRow(ctx, `SELECT (SELECT id FROM tasks WHERE avail ORDER BY run_at LIMIT 1),
+		id, run_id FROM tasks WHERE run_status = 'RUNNING' LIMIT 1`).Scan(&next, &task, &run); err != nil {
+		b.Fatal(err)
+	}
+	var out strings.Builder
+	plan := func(title, sql, args string) {
+		exec(`PREPARE rota_hot AS ` + sql)
+		if args != "" {
+			args = " (" + args + ")"
+		}
+		rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS) EXECUTE rota_hot`+args)
+		if err != nil {
+			b.Fatalf("%s: %v", title, err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(&out, "-- %s\n%s\n", title, strings.Join(lines, "\n"))
+		exec(`DEALLOCATE rota_hot`)
+	}
+	q := func(s string) string { return "'" + s + "'" }
+	plan("claim: start the runs (one task)", pgstore.StartRunsSQL, fmt.Sprintf(
+		`'{%s}', '{%s}', '{1}', '{%d}', '{0}', %d, 'w1:7070', 'deep', 'w1', 0, 1`, next, "ffff"+next[4:], now+30000, now))
+	plan("heartbeat/report: lock the run's task", pgstore.LockRunTaskSQL, q(run))
+	plan("heartbeat/report: read the run", pgstore.RunSQL, q(run))
+	plan("heartbeat: extend the lease (HOT)", pgstore.HeartbeatRowSQL, fmt.Sprintf(`%d, '', %s`, now+30000, q(task)))
+	plan("complete: settle task and run", pgstore.SettleTaskSQL, fmt.Sprintf(
+		`'SUCCESS', false, 0, 1, 0, %d, %d, '', NULL, %d, %s, false, 'w1', true, 'SUCCESS', %d, ''`, now, now, now, q(task), now))
+	plan("reaper: find and lock expired runs' tasks", pgstore.ExpiredTasksSQL, fmt.Sprintf(`%d, 1000`, now+3_600_000))
+	plan("reaper: next expiry", `SELECT min(expires_at) FROM runs WHERE status = 'RUNNING'`, "")
 	return out.String()
 }

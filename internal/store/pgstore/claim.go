@@ -210,7 +210,17 @@ func startRuns(t *txn, p store.TaskClaimParams, kind string, picked []candidate,
 	// run it replaces (a retry's previous attempt, as the statement's
 	// snapshot sees it) goes to the history, run_log. A multi-worker
 	// task's run is inserted into run_log.
-	t.queue(`WITH p AS (
+	t.queue(startRunsSQL,
+		taskIDs, runIDs, attempts, leases, deadlines, now, p.WorkerAddress, kind, p.WorkerID,
+		nextRoundPos(f, picked[n-1].slot), n)
+	return out
+}
+
+// startRunsSQL starts the runs of the picked tasks ($1..$5: task ids,
+// run ids, attempts, leases, deadlines) at $6 for worker $9 at address $7
+// and moves kind $8's round position to $10, taking $11 tokens of its rate
+// bucket (see startRuns).
+const startRunsSQL = `WITH p AS (
 			SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[])
 				AS p(task_id, run_id, attempt, lease, deadline)
 		), upd AS (
@@ -241,11 +251,7 @@ func startRuns(t *txn, p store.TaskClaimParams, kind string, picked []candidate,
 		UNION ALL
 		SELECT p.run_id, p.task_id, $8, $9, $7, p.attempt, 'RUNNING', $6, 0, p.lease, p.deadline,
 			CASE WHEN p.deadline <> 0 AND p.deadline < p.lease THEN p.deadline ELSE p.lease END, false, ''
-		FROM p JOIN tasks t ON t.id = p.task_id WHERE t.workers <> 1`,
-		taskIDs, runIDs, attempts, leases, deadlines, now, p.WorkerAddress, kind, p.WorkerID,
-		nextRoundPos(f, picked[n-1].slot), n)
-	return out
-}
+		FROM p JOIN tasks t ON t.id = p.task_id WHERE t.workers <> 1`
 
 // rateLimited is claimKind's answer when the kind's rate bucket holds less
 // than a token: the instant the next one is due if the worker could claim

@@ -15,6 +15,16 @@ import (
 // parameters: kind, now (ms), worker id, max.
 var CandidatesSQL = candidatesSQL
 
+// Hot statements, for EXPLAIN in benchmarks.
+var (
+	StartRunsSQL    = startRunsSQL
+	LockRunTaskSQL  = lockRunTaskSQL
+	RunSQL          = runSQL
+	HeartbeatRowSQL = heartbeatRowSQL
+	SettleTaskSQL   = settleTaskSQL
+	ExpiredTasksSQL = expiredTasksSQL
+)
+
 // RoundSlots exposes the Go transcription of round_slot to the tests.
 func RoundSlots(f, pos, n int) [3][]int64 { return roundSlots(f, pos, n) }
 

@@ -10,6 +10,17 @@
 // (UTC), 0 meaning unset, as in sqlitestore: exactly the precision the
 // contract asks for, with no time zone or rounding questions.
 //
+// A single-worker task (workers = 1) keeps its current run in its own row
+// (the run_* columns): a claim, a heartbeat and a report each write that
+// row only, and a heartbeat is a HOT update (no index covers the lease;
+// fillfactor 80). The run an attempt replaces is written to run_log, the
+// history, by the claim that replaces it; multi-worker tasks keep their
+// runs in run_log, as do runs written before migration 0009. The view
+// runs reads both (in_row tells which holds a run), so readers see one
+// runs table; writers write where the run is. Run ids are the caller's
+// (TaskClaimParams.NewRunID) and do not name their task, so a report or
+// heartbeat finds the task row through the small index tasks_run.
+//
 // Migrations are embedded (migrations/*.sql) and applied forward by New in
 // one transaction guarded by pg_advisory_xact_lock, so nodes starting
 // together do not race; a database whose schema is newer than the binary is
@@ -70,8 +81,9 @@
 //
 // No counter is kept on kind or worker rows: the running runs of a kind
 // (for MaxRunning) and of a worker (for WorkerList) are counted through
-// partial indexes over RUNNING runs, so reports never touch a kind's or a
-// worker's row. A task's holders (the workers with a RUNNING or SUCCESS
+// partial indexes over RUNNING runs (tasks_running, and run_log's), so
+// reports never touch a kind's or a worker's row. A worker's sighting is
+// written at most once a second (seenGrain). A task's holders (the workers with a RUNNING or SUCCESS
 // run of it) are kept on the task row, so that a multi-worker claim checks
 // them without a sub-query over runs.
 //

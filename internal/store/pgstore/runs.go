@@ -44,8 +44,7 @@ func scanRun(row pgx.Row) (*runRow, error) {
 func lockTaskOfRun(ctx context.Context, t *txn, runID string) (*taskRow, *runRow, error) {
 	var task *taskRow
 	var run *runRow
-	t.queue(`SELECT `+taskCols+`, COALESCE((SELECT max_running FROM kinds WHERE name = tasks.kind), 0)
-		FROM tasks WHERE id = (SELECT task_id FROM runs WHERE id = $1) FOR NO KEY UPDATE OF tasks`, runID).
+	t.queue(lockRunTaskSQL, runID).
 		QueryRow(func(row pgx.Row) error {
 			var kindCap int
 			r, err := scanTask(row, &kindCap)
@@ -57,7 +56,7 @@ func lockTaskOfRun(ctx context.Context, t *txn, runID string) (*taskRow, *runRow
 		})
 	// Runs change only under their task's lock, so this read (a statement
 	// that starts once the lock is held) is current.
-	t.queue(`SELECT `+runCols+` FROM runs WHERE id = $1`, runID).QueryRow(func(row pgx.Row) error {
+	t.queue(runSQL, runID).QueryRow(func(row pgx.Row) error {
 		r, err := scanRun(row)
 		run = r
 		return err
@@ -71,6 +70,34 @@ func lockTaskOfRun(ctx context.Context, t *txn, runID string) (*taskRow, *runRow
 	}
 	return task, run, nil
 }
+
+// The statements of the hot paths that start from a run (named for the
+// tests' EXPLAIN).
+const (
+	// lockRunTaskSQL locks the task of run $1 (found through the runs
+	// view: run_log's primary key, tasks_run) and reads it with its
+	// kind's MaxRunning.
+	lockRunTaskSQL = `SELECT ` + taskCols + `, COALESCE((SELECT max_running FROM kinds WHERE name = tasks.kind), 0)
+		FROM tasks WHERE id = (SELECT task_id FROM runs WHERE id = $1) FOR NO KEY UPDATE OF tasks`
+	// runSQL reads run $1.
+	runSQL = `SELECT ` + runCols + ` FROM runs WHERE id = $1`
+	// heartbeatRowSQL extends the lease of the run in task $3's row to $1
+	// with message $2: a HOT update.
+	heartbeatRowSQL = `UPDATE tasks SET run_lease = $1, run_message = $2 WHERE id = $3`
+	// expiredTasksSQL locks (skipping locked ones) and reads the tasks of
+	// up to $2 runs whose lease or deadline passed at $1, oldest expiry
+	// first.
+	expiredTasksSQL = `SELECT ` + taskCols + `, COALESCE((SELECT max_running FROM kinds WHERE name = tasks.kind), 0)
+		FROM tasks WHERE id IN (SELECT task_id FROM runs WHERE status = 'RUNNING' AND expires_at <= $1
+			ORDER BY expires_at, id LIMIT $2)
+		ORDER BY id FOR NO KEY UPDATE OF tasks SKIP LOCKED`
+)
+
+// settleTaskSQL stores a task settled after the end of one of its runs
+// (and that run, when kept in the row): its parameters are settle's.
+var settleTaskSQL = `UPDATE tasks SET status = $1, avail = $2, failures = $3, successes = $4,
+	running = $5, run_at = $6, end_time = $7, message = $8, result = $9::json, updated_at = $10,
+	holders = CASE WHEN $12 THEN array_remove(holders, $13) ELSE holders END, ` + rowRunSet(14) + ` WHERE id = $11`
 
 // ownedRun locks and loads a run for a report by workerID at now. It
 // returns rota.ErrNotFound, or a lease-lost error; when the lease or
@@ -128,7 +155,7 @@ func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (s
 		}
 		if r.inRow {
 			// A HOT update: no index covers the run's lease or message.
-			t.queue(`UPDATE tasks SET run_lease = $1, run_message = $2 WHERE id = $3`, lease, msg, task.ID)
+			t.queue(heartbeatRowSQL, lease, msg, task.ID)
 		} else {
 			t.queue(`UPDATE run_log SET lease_expires_at = $1, expires_at = $2, message = $3 WHERE id = $4`,
 				lease, store.RunExpiresAt(lease, ms(r.Deadline)), msg, r.ID)
@@ -223,9 +250,7 @@ func settle(tx *txn, t *taskRow, r *runRow, run store.SettleRun) {
 		}
 		return
 	}
-	tx.queue(`UPDATE tasks SET status = $1, avail = $2, failures = $3, successes = $4,
-		running = $5, run_at = $6, end_time = $7, message = $8, result = $9::json, updated_at = $10,
-		holders = CASE WHEN $12 THEN array_remove(holders, $13) ELSE holders END, `+rowRunSet(14)+` WHERE id = $11`,
+	tx.queue(settleTaskSQL,
 		append([]any{string(st.Status), t.Avail, t.Failures, t.Successes, t.Running, ms(st.RunAt), ms(st.EndTime), st.Message,
 			nullJSON(st.Result), now, t.ID, dropHolder, r.WorkerID}, rowRunArgs(r)...)...)
 	if st.StopOthers {
@@ -284,10 +309,7 @@ func (s *Store) RunExpire(ctx context.Context, p store.RunExpireParams) (store.R
 				return r, err
 			})
 			return err
-		}, `SELECT `+taskCols+`, COALESCE((SELECT max_running FROM kinds WHERE name = tasks.kind), 0)
-			FROM tasks WHERE id IN (SELECT task_id FROM runs WHERE status = 'RUNNING' AND expires_at <= $1
-				ORDER BY expires_at, id LIMIT $2)
-			ORDER BY id FOR NO KEY UPDATE OF tasks SKIP LOCKED`, now, limit)
+		}, expiredTasksSQL, now, limit)
 		if err != nil {
 			return fmt.Errorf("find expired runs: %w", err)
 		}
