@@ -39,7 +39,7 @@ const (
 )
 
 // analyzedTables are the tables the analyzer watches.
-var analyzedTables = []string{"tasks", "runs", "schedules"}
+var analyzedTables = []string{"tasks", "run_log", "schedules"}
 
 // analyzer runs analyzeYoung every analyzeEvery until the store closes.
 func (s *Store) analyzer() {
