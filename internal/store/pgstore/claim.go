@@ -219,7 +219,9 @@ func startRuns(t *txn, p store.TaskClaimParams, kind string, picked []candidate,
 // startRunsSQL starts the runs of the picked tasks ($1..$5: task ids,
 // run ids, attempts, leases, deadlines) at $6 for worker $9 at address $7
 // and moves kind $8's round position to $10, taking $11 tokens of its rate
-// bucket (see startRuns).
+// bucket (see startRuns). The task rows it reads are found by primary key
+// (LIMIT 1 keeps each lookup a lookup: joined, a plan could scan tasks_run
+// for the tasks that have a run, which grow with the history).
 const startRunsSQL = `WITH p AS (
 			SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[])
 				AS p(task_id, run_id, attempt, lease, deadline)
@@ -247,11 +249,13 @@ const startRunsSQL = `WITH p AS (
 			lease_expires_at, deadline, expires_at, stop_requested, message)
 		SELECT t.run_id, t.id, t.kind, t.run_worker, t.worker_address, t.attempt, t.run_status, t.run_start, t.run_end,
 			t.run_lease, t.run_deadline, 0, t.run_stop, t.run_message
-		FROM p JOIN tasks t ON t.id = p.task_id WHERE t.workers = 1 AND t.run_id IS NOT NULL
+		FROM p CROSS JOIN LATERAL (SELECT * FROM tasks WHERE id = p.task_id LIMIT 1) AS t
+		WHERE t.workers = 1 AND t.run_id IS NOT NULL
 		UNION ALL
 		SELECT p.run_id, p.task_id, $8, $9, $7, p.attempt, 'RUNNING', $6, 0, p.lease, p.deadline,
 			CASE WHEN p.deadline <> 0 AND p.deadline < p.lease THEN p.deadline ELSE p.lease END, false, ''
-		FROM p JOIN tasks t ON t.id = p.task_id WHERE t.workers <> 1`
+		FROM p CROSS JOIN LATERAL (SELECT workers FROM tasks WHERE id = p.task_id LIMIT 1) AS t
+		WHERE t.workers <> 1`
 
 // rateLimited is claimKind's answer when the kind's rate bucket holds less
 // than a token: the instant the next one is due if the worker could claim
