@@ -88,6 +88,26 @@ func TestMigrateLean(t *testing.T) {
 	if err := st.Check(ctx); err != nil {
 		t.Fatalf("Check after the work: %v", err)
 	}
+	wantEventsKept(t, st)
+}
+
+// wantEventsKept checks that the event of the old database is kept and
+// listed with the chunks appended after the migration.
+func wantEventsKept(t *testing.T, st *pgstore.Store) {
+	t.Helper()
+	ctx := t.Context()
+	b, err := st.EventBounds(ctx)
+	if err != nil || b.Oldest == 0 || b.Oldest != b.Last {
+		t.Fatalf("EventBounds after the migration: %+v, %v; want the one old event", b, err)
+	}
+	evs := []rota.Event{{Type: rota.EventTask, TaskID: "x1"}, {Type: rota.EventTask, TaskID: "x2"}}
+	if last, err := st.EventAppend(ctx, evs); err != nil || last != b.Last+2 {
+		t.Fatalf("EventAppend after the migration: %d, %v; want %d", last, err, b.Last+2)
+	}
+	got, err := st.EventList(ctx, store.EventListParams{After: b.Oldest - 1, Limit: 10})
+	if err != nil || len(got) != 3 || got[0].TaskID != lid("a") || got[2].TaskID != "x2" || got[2].ID != b.Last+2 {
+		t.Fatalf("EventList after the migration: %+v, %v; want the old event and the 2 new", got, err)
+	}
 }
 
 // lid is a 32-character id starting with c, for the migration's rows
@@ -116,7 +136,7 @@ func wantRuns(t *testing.T, f *storetest.Fixture, taskID string, want ...string)
 // oldLeanData is a database of schema version 8 at storetest's base time
 // (1767225600000 ms): tasks a (running, lease 1 h), b (succeeded), c
 // (failed once, waiting for its retry), d (running, lease lapsed at +30 s),
-// e (two workers, both running) of kind k, and f waiting for a.
+// e (two workers, both running) of kind k, f waiting for a, and an event.
 var oldLeanData = strings.NewReplacer("A_", lid("a"), "B_", lid("b"), "C_", lid("c"), "D_", lid("d"), "E_", lid("e"),
 	"F_", lid("f"), "RA", lid("00a"), "RB", lid("00b"), "RC", lid("00c"), "RD", lid("00d"), "RE1", lid("00e1"),
 	"RE2", lid("00e2")).Replace(`
@@ -140,4 +160,6 @@ var oldLeanData = strings.NewReplacer("A_", lid("a"), "B_", lid("b"), "C_", lid(
 	('RE2', 'E_', 'k', 'w2', 'addr', 1, 'RUNNING', 1767225600000, 0,             1767229200000, 1767229200000);
 	INSERT INTO task_deps (task_id, dep_id) VALUES ('F_', 'A_');
 	INSERT INTO workers (id, first_seen, last_seen) VALUES ('w1', 1767225600000, 1767225600000),
-		('w2', 1767225600000, 1767225600000);`)
+		('w2', 1767225600000, 1767225600000);
+	INSERT INTO events (id, at, data) SELECT last_id + 1, 1767225600000, '{"type":"task","task":"A_"}' FROM event_seq;
+	UPDATE event_seq SET last_id = last_id + 1;`)

@@ -76,3 +76,10 @@ DROP TRIGGER tasks_deps_deleted ON tasks;
 CREATE TRIGGER tasks_deps_deleted AFTER DELETE ON tasks
 FOR EACH ROW WHEN (OLD.dependents > 0 OR OLD.parents > 0)
 EXECUTE FUNCTION tasks_deps_deleted();
+
+-- The event log in chunks: an append writes one row for all its events
+-- (ids first_id..id; data a JSON array of [at, event] pairs), not one row
+-- each. Existing events become chunks of one.
+ALTER TABLE events ADD COLUMN first_id bigint;
+UPDATE events SET first_id = id, data = '[[' || at || ',' || data || ']]';
+ALTER TABLE events ALTER COLUMN first_id SET NOT NULL;
