@@ -190,7 +190,7 @@ func explainHot(b *testing.B, conn *pgx.Conn, schema string, now int64) string {
 	plan("claim: start the runs (one task)", pgstore.StartRunsSQL, fmt.Sprintf(
 		`'{%s}', '{%s}', '{1}', '{%d}', '{0}', %d, 'w1:7070', 'deep', 'w1', 0, 1`, next, "ffff"+next[4:], now+30000, now))
 	plan("heartbeat/report: lock the run's task", pgstore.LockRunTaskSQL, q(run))
-	plan("heartbeat/report: read the run", pgstore.RunSQL, q(run))
+	plan("heartbeat/report of a run in run_log (multi-worker, or older than the lean store): read it", pgstore.RunLogSQL, q(run))
 	plan("heartbeat: extend the lease (HOT)", pgstore.HeartbeatRowSQL, fmt.Sprintf(`%d, '', %s`, now+30000, q(task)))
 	plan("complete: settle task and run", pgstore.SettleTaskSQL, fmt.Sprintf(
 		`'SUCCESS', false, 0, 1, 0, %d, %d, '', NULL, %d, %s, false, 'w1', true, 'SUCCESS', %d, ''`, now, now, now, q(task), now))

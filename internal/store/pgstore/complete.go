@@ -155,27 +155,47 @@ func (s *Store) completeMany(group []*completeReq) ([]completeRes, error) {
 }
 
 // lockGroup takes the locks of the tasks of the runs runIDs (sorted), in
-// id order (as every multi-task lock of the store takes them), then reads
-// their runs, current once the locks are held: one round trip. It returns
-// the tasks by id and the group's writes holding the runs.
+// id order (as every multi-task lock of the store takes them), reading
+// with them the runs kept in their rows: one round trip. The runs of
+// run_log among runIDs (multi-worker tasks, runs older than the lean
+// store) are read after, current once the locks are held: a second round
+// trip, only when there are some. It returns the tasks by id and the
+// group's writes holding the runs.
 func lockGroup(ctx context.Context, t *txn, runIDs []string) (map[string]*taskRow, *groupWrites, error) {
 	tasks := make(map[string]*taskRow, len(runIDs))
 	g := &groupWrites{runs: make(map[string]*runRow, len(runIDs))}
-	t.queue(`SELECT `+taskCols+`, COALESCE((SELECT max_running FROM kinds WHERE name = tasks.kind), 0)
+	wanted := make(map[string]bool, len(runIDs))
+	for _, id := range runIDs {
+		wanted[id] = true
+	}
+	t.queue(`SELECT `+taskCols+`, `+lockedTaskCols+`
 		FROM tasks WHERE id IN (SELECT task_id FROM runs WHERE id = ANY ($1))
 		ORDER BY id FOR NO KEY UPDATE OF tasks`, runIDs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var kindCap int
-			task, err := scanTask(rows, &kindCap)
+			task, run, err := scanLockedTask(rows)
 			if err != nil {
 				return err
 			}
-			task.kindCap = kindCap
 			tasks[task.ID] = task
+			if run != nil && wanted[run.ID] {
+				g.runs[run.ID] = run
+			}
 		}
 		return rows.Err()
 	})
-	t.queue(`SELECT `+runCols+` FROM runs WHERE id = ANY ($1)`, runIDs).Query(func(rows pgx.Rows) error {
+	if err := t.flush(ctx); err != nil {
+		return nil, nil, fmt.Errorf("lock runs: %w", err)
+	}
+	var rest []string
+	for _, id := range runIDs {
+		if g.runs[id] == nil {
+			rest = append(rest, id)
+		}
+	}
+	if len(rest) == 0 {
+		return tasks, g, nil
+	}
+	err := t.query(ctx, func(rows pgx.Rows) error {
 		for rows.Next() {
 			r, err := scanRun(rows)
 			if err != nil {
@@ -184,9 +204,9 @@ func lockGroup(ctx context.Context, t *txn, runIDs []string) (map[string]*taskRo
 			g.runs[r.ID] = r
 		}
 		return rows.Err()
-	})
-	if err := t.flush(ctx); err != nil {
-		return nil, nil, fmt.Errorf("lock runs: %w", err)
+	}, `SELECT `+runCols+` FROM runs WHERE id = ANY ($1) AND NOT in_row`, rest)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read runs: %w", err)
 	}
 	return tasks, g, nil
 }

@@ -48,15 +48,16 @@ func TestCostPerTask(t *testing.T) {
 		// statement that starts the runs in the task rows (and moves a
 		// retried task's previous run to run_log); COMMIT.
 		storetest.CostClaim: storetest.Transaction(6, 2),
-		// Batch 1: BEGIN; SELECT tasks FOR NO KEY UPDATE (by tasks_run);
-		// SELECT the run (the runs view). Batch 2: UPDATE tasks (lease);
-		// the worker's sighting (written only past a second) and stop
-		// flag; COMMIT.
-		storetest.CostHeartbeat: storetest.Transaction(6, 2),
+		// Batch 1: BEGIN; SELECT tasks FOR NO KEY UPDATE (found by
+		// tasks_run), with the run in its row. Batch 2: UPDATE tasks
+		// (lease); the worker's sighting (written only past a second) and
+		// stop flag; COMMIT.
+		storetest.CostHeartbeat: storetest.Transaction(5, 2),
 		// A report alone in its group. Batch 1: BEGIN; SELECT tasks FOR NO
-		// KEY UPDATE; SELECT the run. Batch 2: UPDATE tasks (run and task
-		// settled together); SELECT tasks (the task returned); COMMIT.
-		storetest.CostComplete: storetest.Transaction(6, 2),
+		// KEY UPDATE, with the run in its row. Batch 2: UPDATE tasks (run
+		// and task settled together); SELECT tasks (the task returned);
+		// COMMIT.
+		storetest.CostComplete: storetest.Transaction(5, 2),
 		// As a claim, without its second batch's write: BEGIN; upsert
 		// workers; SELECT kinds FOR UPDATE; the pick; then COMMIT alone.
 		storetest.CostClaimEmpty: storetest.Transaction(5, 2),
@@ -153,10 +154,10 @@ func TestRowVersionsPerTask(t *testing.T) {
 		t.Errorf("row writes of %d tasks in groups (-want +got):\n%s", n, d)
 	}
 	// A group of reports, whatever its size. Batch 1: BEGIN; lock the
-	// tasks (SELECT FOR NO KEY UPDATE); SELECT their runs. Batch 2: UPDATE
-	// of every settled task (with its run); SELECT of the tasks with
-	// their runs (the answers); COMMIT.
-	wantGroup := storecost.Counts{Statements: 6, RoundTrips: 2, Commits: 1}
+	// tasks (SELECT FOR NO KEY UPDATE), with the runs in their rows.
+	// Batch 2: UPDATE of every settled task (with its run); SELECT of the
+	// tasks with their runs (the answers); COMMIT.
+	wantGroup := storecost.Counts{Statements: 5, RoundTrips: 2, Commits: 1}
 	groupCost.Prepares = 0
 	if groupCost != wantGroup {
 		t.Errorf("a group of %d reports: %v, want %v", n, groupCost, wantGroup)

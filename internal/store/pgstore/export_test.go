@@ -19,7 +19,7 @@ var CandidatesSQL = candidatesSQL
 var (
 	StartRunsSQL    = startRunsSQL
 	LockRunTaskSQL  = lockRunTaskSQL
-	RunSQL          = runSQL
+	RunLogSQL       = runLogSQL
 	HeartbeatRowSQL = heartbeatRowSQL
 	SettleTaskSQL   = settleTaskSQL
 	ExpiredTasksSQL = expiredTasksSQL

@@ -37,31 +37,28 @@ func scanRun(row pgx.Row) (*runRow, error) {
 	return &runRow{Run: sc.Run(), kind: kind, inRow: inRow}, nil
 }
 
-// lockTaskOfRun locks the task of run runID, then reads the run: the lock
-// order of the package doc, in one round trip. The task comes with its
-// kind's MaxRunning (read, not locked). rota.ErrNotFound when there is no
-// such run.
+// lockTaskOfRun locks the task of run runID and reads the run: the lock
+// order of the package doc. The task comes with its kind's MaxRunning
+// (read, not locked) and the run in its row; when that is runID (a
+// single-worker task's current run, the common case) the whole is one
+// statement in one round trip, else the run is read from run_log in a
+// second. rota.ErrNotFound when there is no such run.
 func lockTaskOfRun(ctx context.Context, t *txn, runID string) (*taskRow, *runRow, error) {
 	var task *taskRow
 	var run *runRow
-	t.queue(lockRunTaskSQL, runID).
-		QueryRow(func(row pgx.Row) error {
-			var kindCap int
-			r, err := scanTask(row, &kindCap)
-			if err == nil {
-				r.kindCap = kindCap
-			}
-			task = r
-			return err
-		})
-	// Runs change only under their task's lock, so this read (a statement
-	// that starts once the lock is held) is current.
-	t.queue(runSQL, runID).QueryRow(func(row pgx.Row) error {
-		r, err := scanRun(row)
-		run = r
+	t.queue(lockRunTaskSQL, runID).QueryRow(func(row pgx.Row) (err error) {
+		task, run, err = scanLockedTask(row)
 		return err
 	})
 	err := t.flush(ctx)
+	if err == nil && (run == nil || run.ID != runID) {
+		// Runs change only under their task's lock, so this read (a
+		// statement that starts once the lock is held) is current.
+		err = t.queryRow(ctx, func(row pgx.Row) (err error) {
+			run, err = scanRun(row)
+			return err
+		}, runLogSQL, runID)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, notFound("run", runID)
 	}
@@ -71,16 +68,45 @@ func lockTaskOfRun(ctx context.Context, t *txn, runID string) (*taskRow, *runRow
 	return task, run, nil
 }
 
+// lockedTaskCols are the columns a lock of a task for a report reads
+// after taskCols: its kind's MaxRunning and the run in its row.
+const lockedTaskCols = `COALESCE((SELECT max_running FROM kinds WHERE name = tasks.kind), 0),
+	run_id, run_worker, run_status, run_start, run_end, run_lease, run_deadline, run_stop, run_message`
+
+// scanLockedTask reads a row of taskCols and lockedTaskCols: the task and
+// the run in its row (nil when none).
+func scanLockedTask(row pgx.Row) (*taskRow, *runRow, error) {
+	var (
+		kindCap                     int
+		id                          *string
+		r                           runRow
+		status                      string
+		start, end, lease, deadline int64
+	)
+	t, err := scanTask(row, &kindCap, &id, &r.WorkerID, &status, &start, &end, &lease, &deadline, &r.StopRequested, &r.Message)
+	if err != nil {
+		return nil, nil, err
+	}
+	t.kindCap = kindCap
+	if id == nil {
+		return t, nil, nil
+	}
+	r.ID, r.TaskID, r.WorkerAddress, r.Attempt, r.Status = *id, t.ID, t.WorkerAddress, t.Attempt, rota.Status(status)
+	r.StartTime, r.EndTime, r.LeaseExpiresAt, r.Deadline = tm(start), tm(end), tm(lease), tm(deadline)
+	r.kind, r.inRow = t.Kind, true
+	return t, &r, nil
+}
+
 // The statements of the hot paths that start from a run (named for the
 // tests' EXPLAIN).
 const (
 	// lockRunTaskSQL locks the task of run $1 (found through the runs
 	// view: run_log's primary key, tasks_run) and reads it with its
-	// kind's MaxRunning.
-	lockRunTaskSQL = `SELECT ` + taskCols + `, COALESCE((SELECT max_running FROM kinds WHERE name = tasks.kind), 0)
+	// kind's MaxRunning and the run in its row (lockedTaskCols).
+	lockRunTaskSQL = `SELECT ` + taskCols + `, ` + lockedTaskCols + `
 		FROM tasks WHERE id = (SELECT task_id FROM runs WHERE id = $1) FOR NO KEY UPDATE OF tasks`
-	// runSQL reads run $1.
-	runSQL = `SELECT ` + runCols + ` FROM runs WHERE id = $1`
+	// runLogSQL reads run $1 of run_log.
+	runLogSQL = `SELECT ` + runCols + ` FROM runs WHERE id = $1 AND NOT in_row`
 	// heartbeatRowSQL extends the lease of the run in task $3's row to $1
 	// with message $2: a HOT update.
 	heartbeatRowSQL = `UPDATE tasks SET run_lease = $1, run_message = $2 WHERE id = $3`
