@@ -134,7 +134,7 @@ func (s *Store) completeMany(group []*completeReq) ([]completeRes, error) {
 		}
 		reported = applyGroup(t, g, tasks, group, res)
 		g.queue(t)
-		read = queueReadBack(t, reported)
+		read = queueReadBack(t, reported, tasks, g)
 		return nil
 	})
 	if err != nil {
@@ -243,16 +243,31 @@ func applyGroup(t *txn, g *groupWrites, tasks map[string]*taskRow, group []*comp
 	return reported
 }
 
-// queueReadBack queues the read of the reported tasks with their runs (it
-// goes with COMMIT, after the writes) into the map it returns, by id.
-func queueReadBack(t *txn, reported []string) map[string]*rota.Task {
+// queueReadBack returns the reported tasks as the group left them, by
+// id: those settledTask can answer from memory, and the others read back
+// with their runs by a statement it queues (it goes with COMMIT, after
+// the writes; none when every answer is in memory).
+func queueReadBack(t *txn, reported []string, tasks map[string]*taskRow, g *groupWrites) map[string]*rota.Task {
 	read := make(map[string]*rota.Task, len(reported))
+	rowRuns := make(map[string]*runRow, len(g.runs))
+	for _, r := range g.runs {
+		if r.inRow {
+			rowRuns[r.TaskID] = r
+		}
+	}
 	var ids []string
 	for _, id := range reported {
-		if _, dup := read[id]; id != "" && !dup {
-			read[id] = nil
-			ids = append(ids, id)
+		if _, dup := read[id]; id == "" || dup {
+			continue
 		}
+		if r := rowRuns[id]; r != nil {
+			if task := settledTask(tasks[id], r); task != nil {
+				read[id] = task
+				continue
+			}
+		}
+		read[id] = nil
+		ids = append(ids, id)
 	}
 	if len(ids) > 0 {
 		t.queue(tasksWithRunsSQL, ids).Query(func(rows pgx.Rows) error {

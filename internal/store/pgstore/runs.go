@@ -71,7 +71,7 @@ func lockTaskOfRun(ctx context.Context, t *txn, runID string) (*taskRow, *runRow
 // lockedTaskCols are the columns a lock of a task for a report reads
 // after taskCols: its kind's MaxRunning and the run in its row.
 const lockedTaskCols = `COALESCE((SELECT max_running FROM kinds WHERE name = tasks.kind), 0),
-	run_id, run_worker, run_status, run_start, run_end, run_lease, run_deadline, run_stop, run_message`
+	parents > 0 OR dependents > 0, run_id, run_worker, run_status, run_start, run_end, run_lease, run_deadline, run_stop, run_message`
 
 // scanLockedTask reads a row of taskCols and lockedTaskCols: the task and
 // the run in its row (nil when none).
@@ -83,11 +83,12 @@ func scanLockedTask(row pgx.Row) (*taskRow, *runRow, error) {
 		status                      string
 		start, end, lease, deadline int64
 	)
-	t, err := scanTask(row, &kindCap, &id, &r.WorkerID, &status, &start, &end, &lease, &deadline, &r.StopRequested, &r.Message)
+	var deps bool
+	t, err := scanTask(row, &kindCap, &deps, &id, &r.WorkerID, &status, &start, &end, &lease, &deadline, &r.StopRequested, &r.Message)
 	if err != nil {
 		return nil, nil, err
 	}
-	t.kindCap = kindCap
+	t.kindCap, t.hasDeps = kindCap, deps
 	if id == nil {
 		return t, nil, nil
 	}
@@ -207,13 +208,40 @@ func (s *Store) completeOne(ctx context.Context, p store.RunCompleteParams) (*ro
 			return err
 		}
 		applyReport(t, task, r, p)
-		queueTaskWithRuns(t, task.ID, &out)
+		if out = settledTask(task, r); out == nil {
+			queueTaskWithRuns(t, task.ID, &out)
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// settledTask is the answer to a report of run r that settled task, as
+// both are in memory once settled, when that is the whole task: a
+// single-worker task at its first attempt, with the run in its row (so no
+// run in run_log) and no dependencies. Otherwise nil: the answer is read
+// back (queueTaskWithRuns). The fields are as a read would give them:
+// instants in milliseconds, UTC.
+func settledTask(task *taskRow, r *runRow) *rota.Task {
+	if task.Workers != 1 || task.Attempt != 1 || task.hasDeps || !r.inRow || r.TaskID != task.ID {
+		return nil
+	}
+	out := task.Task
+	out.RunAt, out.EndTime = tm(ms(out.RunAt)), tm(ms(out.EndTime))
+	if len(out.Result) == 0 {
+		out.Result = nil
+	}
+	run := r.Run
+	run.StartTime, run.EndTime, run.Deadline = tm(ms(run.StartTime)), tm(ms(run.EndTime)), tm(ms(run.Deadline))
+	run.LeaseExpiresAt = tm(ms(run.LeaseExpiresAt))
+	if run.Status != rota.StatusRunning {
+		run.LeaseExpiresAt = time.Time{} // the row's run_lease is 0 once it ended
+	}
+	out.Runs = []rota.Run{run}
+	return &out
 }
 
 // applyReport queues the end of the owned, locked run r of task with the

@@ -24,6 +24,9 @@ const taskCols = store.TaskColumns
 type taskRow struct {
 	store.TaskRow
 	kindCap int // the kind's MaxRunning, when loaded (lockTaskOfRun)
+	// Whether it has dependencies or dependents, when loaded
+	// (lockTaskOfRun; loaded as false otherwise).
+	hasDeps bool
 }
 
 // scanTask reads the taskCols of a row, plus extra destinations after them.
