@@ -78,7 +78,7 @@ func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind strin
 	}
 	if k.max <= 0 {
 		// Empty bucket: say when the next token is due, if anything waits.
-		q, err := candidates(ctx, tx, p, kind, 1, now)
+		q, _, err := candidates(ctx, tx, p, kind, 1, now)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -87,7 +87,7 @@ func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind strin
 		}
 		return nil, now + store.RateWait(k.rate, k.tokens).Milliseconds(), nil
 	}
-	queues, err := candidates(ctx, tx, p, kind, k.max, now)
+	queues, multi, err := candidates(ctx, tx, p, kind, k.max, now)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -95,7 +95,7 @@ func claimKind(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind strin
 	if len(picked) == 0 {
 		return nil, 0, nil
 	}
-	out, err := startRuns(ctx, tx, p, kind, picked, now)
+	out, err := startRuns(ctx, tx, p, kind, picked, multi, now)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -147,19 +147,39 @@ func loadKindBudget(ctx context.Context, tx *wtx, kind string, max int, now int6
 	return &k, nil
 }
 
-// startRuns makes a run of each picked task for the claiming worker.
-func startRuns(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind string, picked []candidate, now int64) ([]rota.ClaimedRun, error) {
+// startRuns makes a run of each picked task for the claiming worker. A
+// single-worker task keeps its run in its row: the claim is one UPDATE
+// (a retry first moves the previous attempt, ended, to run_log). A
+// multi-worker task's run is a row of run_log.
+func startRuns(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind string, picked []candidate, multi map[string]bool, now int64) ([]rota.ClaimedRun, error) {
 	out := make([]rota.ClaimedRun, 0, len(picked))
 	for _, c := range picked {
 		run, lease, deadline := c.Start(kind, p.NewRunID(), now)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, task_id, kind, worker_id, worker_address, attempt, status,
-			start_time, lease_expires_at, deadline, expires_at) VALUES (?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?, ?, ?)`,
-			run.RunID, c.ID, kind, p.WorkerID, p.WorkerAddress, run.Attempt, now, lease, deadline, store.RunExpiresAt(lease, deadline)); err != nil {
+		var err error
+		switch {
+		case multi[c.ID]:
+			_, err = tx.ExecContext(ctx, `INSERT INTO run_log (id, task_id, kind, worker_id, worker_address, attempt, status,
+				start_time, lease_expires_at, deadline, expires_at) VALUES (?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?, ?, ?)`,
+				run.RunID, c.ID, kind, p.WorkerID, p.WorkerAddress, run.Attempt, now, lease, deadline, store.RunExpiresAt(lease, deadline))
+		case c.Attempt > 0:
+			_, err = tx.ExecContext(ctx, `INSERT INTO run_log (id, task_id, kind, worker_id, worker_address, attempt, status,
+				start_time, end_time, lease_expires_at, deadline, expires_at, stop_requested, message)
+				SELECT run_id, id, kind, run_worker, worker_address, attempt, run_status, run_start, run_end, run_lease,
+				run_deadline, 0, run_stop, run_message FROM tasks WHERE id = ? AND run_id IS NOT NULL`, c.ID)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: insert run: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'RUNNING', attempt = ?, running = running + 1,
-			avail = (running + 1 + successes < workers), start_time = CASE WHEN start_time = 0 THEN ? ELSE start_time END,
-			worker_address = ?, updated_at = ? WHERE id = ?`, run.Attempt, now, p.WorkerAddress, now, c.ID); err != nil {
+		inRow := boolInt(!multi[c.ID])
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'RUNNING', attempt = ?1, running = running + 1,
+			avail = (running + 1 + successes < workers), start_time = CASE WHEN start_time = 0 THEN ?2 ELSE start_time END,
+			worker_address = ?3, updated_at = ?2,
+			run_id = CASE WHEN ?4 THEN ?5 ELSE run_id END, run_worker = CASE WHEN ?4 THEN ?6 ELSE run_worker END,
+			run_status = CASE WHEN ?4 THEN 'RUNNING' ELSE run_status END, run_start = CASE WHEN ?4 THEN ?2 ELSE run_start END,
+			run_end = CASE WHEN ?4 THEN 0 ELSE run_end END, run_lease = CASE WHEN ?4 THEN ?7 ELSE run_lease END,
+			run_deadline = CASE WHEN ?4 THEN ?8 ELSE run_deadline END, run_stop = CASE WHEN ?4 THEN 0 ELSE run_stop END,
+			run_message = CASE WHEN ?4 THEN '' ELSE run_message END WHERE id = ?9`,
+			run.Attempt, now, p.WorkerAddress, inRow, run.RunID, p.WorkerID, lease, deadline, c.ID); err != nil {
 			return nil, fmt.Errorf("sqlitestore: mark task running: %w", err)
 		}
 		out = append(out, run)
@@ -182,9 +202,9 @@ var pinnedCandidateQuery = pickQuery(true)
 
 // pickQuery builds candidateQuery, or pinnedCandidateQuery when pinnedOnly.
 func pickQuery(pinnedOnly bool) string {
-	const notMine = ` AND (workers = 1 OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = tasks.id
+	const notMine = ` AND (workers = 1 OR NOT EXISTS (SELECT 1 FROM run_log r WHERE r.task_id = tasks.id
 		AND r.worker_id = ?1 AND r.status IN ('RUNNING', 'SUCCESS')))`
-	const cols = `SELECT id, payload, level, attempt, timeout_s, hb_timeout_s, pinned, run_at, schedule_id, fire_time FROM tasks`
+	const cols = `SELECT id, payload, level, attempt, timeout_s, hb_timeout_s, pinned, run_at, schedule_id, fire_time, workers FROM tasks`
 	var parts []string
 	for level := range 3 {
 		lv := strconv.Itoa(level)
@@ -201,29 +221,37 @@ func pickQuery(pinnedOnly bool) string {
 
 // candidates returns up to max claimable tasks per level (high, mid, low)
 // for the claiming worker: pinned to it first, then unpinned (none for a
-// PinnedOnly claim), each oldest first.
-func candidates(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind string, max int, now int64) ([3][]candidate, error) {
+// PinnedOnly claim), each oldest first; and the ids of those of
+// multi-worker tasks (nil when none).
+func candidates(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind string, max int, now int64) ([3][]candidate, map[string]bool, error) {
 	var queues [3][]candidate
+	var multi map[string]bool
 	q := candidateQuery
 	if p.PinnedOnly {
 		q = pinnedCandidateQuery
 	}
 	rows, err := tx.QueryContext(ctx, q, p.WorkerID, kind, now, max)
 	if err != nil {
-		return queues, fmt.Errorf("sqlitestore: claim candidates: %w", err)
+		return queues, nil, fmt.Errorf("sqlitestore: claim candidates: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var c candidate
-		var pinned int
+		var pinned, workers int
 		if err := rows.Scan(&c.ID, &c.Payload, &c.Level, &c.Attempt, &c.TimeoutSeconds, &c.HeartbeatTimeoutSeconds,
-			&pinned, &c.RunAt, &c.ScheduleID, &c.FireTime); err != nil {
-			return queues, fmt.Errorf("sqlitestore: scan candidate: %w", err)
+			&pinned, &c.RunAt, &c.ScheduleID, &c.FireTime, &workers); err != nil {
+			return queues, nil, fmt.Errorf("sqlitestore: scan candidate: %w", err)
 		}
 		// Each level lists up to max pinned and max unpinned tasks.
 		if len(queues[c.Level]) < max {
 			queues[c.Level] = append(queues[c.Level], c)
 		}
+		if workers > 1 {
+			if multi == nil {
+				multi = map[string]bool{}
+			}
+			multi[c.ID] = true
+		}
 	}
-	return queues, rows.Err()
+	return queues, multi, rows.Err()
 }

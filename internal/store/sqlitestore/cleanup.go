@@ -47,7 +47,7 @@ func (s *Store) TaskCleanup(ctx context.Context, p store.TaskCleanupParams) (int
 				return err
 			}
 			for _, id := range ids {
-				if _, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE task_id = ?`, id); err != nil {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM run_log WHERE task_id = ?`, id); err != nil {
 					return fmt.Errorf("sqlitestore: delete runs of %s: %w", id, err)
 				}
 				if _, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE id = ?`, id); err != nil {

@@ -250,8 +250,7 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (store.Stats, error) {
 	rows.Close()
 	for _, k := range order {
 		var v sql.NullInt64
-		if err := s.r.QueryRowContext(ctx, `SELECT MIN(run_at) FROM tasks WHERE avail = 1 AND status = 'SCHEDULED'
-			AND kind = ? AND run_at <= ?`, k, ms(now)).Scan(&v); err != nil {
+		if err := s.r.QueryRowContext(ctx, oldestWaitingQuery, k, ms(now)).Scan(&v); err != nil {
 			return store.Stats{}, fmt.Errorf("sqlitestore: oldest waiting: %w", err)
 		}
 		if v.Valid {

@@ -24,8 +24,8 @@ func TestMigrateKeyHeld(t *testing.T) {
 	st.Close()
 	// Back to the schema before the migration, with the tasks it allowed
 	// (and without the later migrations, 0008_schedule_ext, 0009_events
-	// and 0010_deps).
-	err = sqlitestore.ExecForTest(ctx, path, `
+	// 0010_deps and 0011_lean).
+	err = sqlitestore.ExecForTest(ctx, path, sqlitestore.UndoLeanForTest+`
 		DROP TRIGGER tasks_deps_succeeded;
 		DROP TRIGGER tasks_deps_failed;
 		DROP TRIGGER tasks_deps_deleted;
@@ -49,7 +49,7 @@ func TestMigrateKeyHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-4); err != nil {
+	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-5); err != nil {
 		t.Fatal(err)
 	}
 	st, err = sqlitestore.New(ctx, sqlitestore.Config{Path: path})

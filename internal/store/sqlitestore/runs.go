@@ -11,24 +11,63 @@ import (
 	"github.com/rotahq/rota/internal/store"
 )
 
-// runRow is a run as stored.
+// runRow is a run as stored: in its task's row (inRow: the latest run of
+// a single-worker task) or in run_log (history, multi-worker tasks, runs
+// of a database older than the lean store).
 type runRow struct {
 	rota.Run
-	kind string
+	kind  string
+	inRow bool
 }
 
-func getRun(ctx context.Context, q queryer, id string) (*runRow, error) {
+// report is what a heartbeat or report reads: the run and its task, with
+// the number of tasks that depend on it.
+type report struct {
+	run        *runRow
+	task       *taskRow
+	dependents int
+}
+
+// rowRunCols are the columns of the run a task row holds, after taskCols.
+const rowRunCols = `run_id, run_worker, run_status, run_start, run_end, run_lease, run_deadline, run_stop, run_message, dependents`
+
+// loadRun reads run id with its task: one statement for a run kept in its
+// task's row (the task found by tasks_run), else the run of run_log and
+// then its task.
+func loadRun(ctx context.Context, tx *wtx, id string) (*report, error) {
+	rep, err := scanRowRun(tx.QueryRowContext(ctx, `SELECT `+taskCols+`, `+rowRunCols+` FROM tasks WHERE run_id = ?`, id))
+	if err == nil || !errors.Is(err, sql.ErrNoRows) {
+		return rep, wrapErr("get run "+id, err)
+	}
 	var kind string
-	var r *rota.Run
-	row := q.QueryRowContext(ctx, `SELECT `+runCols+`, kind FROM runs WHERE id = ?`, id)
-	r, err := scanRun(row, &kind)
+	r, err := scanRun(tx.QueryRowContext(ctx, `SELECT `+runCols+`, kind FROM run_log WHERE id = ?`, id), &kind)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("run", id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: get run %s: %w", id, err)
 	}
-	return &runRow{Run: *r, kind: kind}, nil
+	t, deps, _, err := getTaskLinked(ctx, tx, r.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	return &report{run: &runRow{Run: *r, kind: kind}, task: t, dependents: deps}, nil
+}
+
+// scanRowRun reads a task row with the run it holds (taskCols, rowRunCols).
+func scanRowRun(row scanner) (*report, error) {
+	var (
+		r                   runRow
+		start, end, lease   int64
+		deadline, dependents int64
+	)
+	t, err := scanTask(row, &r.ID, &r.WorkerID, &r.Status, &start, &end, &lease, &deadline, &r.StopRequested, &r.Message, &dependents)
+	if err != nil {
+		return nil, err
+	}
+	r.TaskID, r.WorkerAddress, r.Attempt, r.kind, r.inRow = t.ID, t.WorkerAddress, t.Attempt, t.Kind, true
+	r.StartTime, r.EndTime, r.LeaseExpiresAt, r.Deadline = tm(start), tm(end), tm(lease), tm(deadline)
+	return &report{run: &r, task: t, dependents: int(dependents)}, nil
 }
 
 type scanFunc func(dest ...any) error
@@ -38,11 +77,12 @@ func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
 // ownedRun loads a run for a report by workerID at now. It returns
 // rota.ErrNotFound, or a lease-lost error, possibly after expiring the run
 // on the spot (then wrapped in keepError so the expiry commits).
-func ownedRun(ctx context.Context, tx *wtx, runID, workerID string, now int64, backoff func(int) time.Duration) (*runRow, error) {
-	r, err := getRun(ctx, tx, runID)
+func ownedRun(ctx context.Context, tx *wtx, runID, workerID string, now int64, backoff func(int) time.Duration) (*report, error) {
+	rep, err := loadRun(ctx, tx, runID)
 	if err != nil {
 		return nil, err
 	}
+	r := rep.run
 	if r.WorkerID != workerID {
 		return nil, store.LeaseLostError(runID, fmt.Sprintf("it belongs to worker %s", r.WorkerID))
 	}
@@ -51,7 +91,7 @@ func ownedRun(ctx context.Context, tx *wtx, runID, workerID string, now int64, b
 	}
 	if exp := store.RunExpiresAt(ms(r.LeaseExpiresAt), ms(r.Deadline)); exp <= now {
 		why := "its lease expired"
-		if err := expireRun(ctx, tx, r, now, backoff); err != nil {
+		if err := expireRun(ctx, tx, rep, now, backoff); err != nil {
 			return nil, err
 		}
 		if r.Deadline.UnixMilli() <= now && !r.Deadline.IsZero() {
@@ -59,7 +99,7 @@ func ownedRun(ctx context.Context, tx *wtx, runID, workerID string, now int64, b
 		}
 		return nil, keepError{&store.ExpiredError{Kind: r.kind, TaskID: r.TaskID, Err: store.LeaseLostError(runID, why)}}
 	}
-	return r, nil
+	return rep, nil
 }
 
 // RunHeartbeat implements store.Store.
@@ -67,21 +107,24 @@ func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (s
 	var res store.RunHeartbeatResult
 	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		now := ms(p.Now)
-		r, err := ownedRun(ctx, tx, p.RunID, p.WorkerID, now, nil)
+		rep, err := ownedRun(ctx, tx, p.RunID, p.WorkerID, now, nil)
 		if err != nil {
 			return err
 		}
-		var hb, workerStop int
-		if err := tx.QueryRowContext(ctx, `SELECT hb_timeout_s FROM tasks WHERE id = ?`, r.TaskID).Scan(&hb); err != nil {
-			return fmt.Errorf("sqlitestore: heartbeat timeout of %s: %w", r.TaskID, err)
-		}
+		r, hb := rep.run, rep.task.HeartbeatTimeoutSeconds
+		var workerStop int
 		lease := now + int64(hb)*1000
 		msg := r.Message
 		if p.Message != "" {
 			msg = p.Message
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE runs SET lease_expires_at = ?, expires_at = ?, message = ? WHERE id = ?`,
-			lease, store.RunExpiresAt(lease, ms(r.Deadline)), msg, r.ID); err != nil {
+		if r.inRow {
+			_, err = tx.ExecContext(ctx, `UPDATE tasks SET run_lease = ?, run_message = ? WHERE id = ?`, lease, msg, r.TaskID)
+		} else {
+			_, err = tx.ExecContext(ctx, `UPDATE run_log SET lease_expires_at = ?, expires_at = ?, message = ? WHERE id = ?`,
+				lease, store.RunExpiresAt(lease, ms(r.Deadline)), msg, r.ID)
+		}
+		if err != nil {
 			return fmt.Errorf("sqlitestore: renew lease of %s: %w", r.ID, err)
 		}
 		if err := tx.QueryRowContext(ctx, `UPDATE workers SET last_seen = ? WHERE id = ? RETURNING stop_requested`,
@@ -94,50 +137,74 @@ func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (s
 	return res, err
 }
 
-// RunComplete implements store.Store.
+// RunComplete implements store.Store. The task it returns is read in the
+// writer's transaction, from the row the report just settled: a task
+// whose only run is the one in its row needs no further statement.
 func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*rota.Task, error) {
-	var taskID string
+	var out *rota.Task
 	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		now := ms(p.Now)
-		r, err := ownedRun(ctx, tx, p.RunID, p.WorkerID, now, p.Backoff)
+		rep, err := ownedRun(ctx, tx, p.RunID, p.WorkerID, now, p.Backoff)
 		if err != nil {
 			return err
 		}
-		taskID = r.TaskID
-		status, run := store.ReportSettle(p, r.StopRequested)
-		if err := endRun(ctx, tx, r, status, p.Message, now); err != nil {
+		status, run := store.ReportSettle(p, rep.run.StopRequested)
+		if err := finishRun(ctx, tx, rep, status, p.Message, run); err != nil {
 			return err
 		}
-		return settle(ctx, tx, r, run)
+		out, err = reportedTask(ctx, tx, rep)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return s.taskWithRuns(ctx, taskID)
+	return out, nil
 }
 
-// endRun ends a RUNNING run.
-func endRun(ctx context.Context, tx *wtx, r *runRow, status rota.Status, msg string, now int64) error {
-	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, end_time = ?, expires_at = 0, lease_expires_at = 0, message = ? WHERE id = ?`,
-		string(status), now, msg, r.ID); err != nil {
-		return fmt.Errorf("sqlitestore: end run %s: %w", r.ID, err)
+// reportedTask is the task of a report after it settled, with its runs
+// and, once it ended, its dependents.
+func reportedTask(ctx context.Context, tx *wtx, rep *report) (*rota.Task, error) {
+	t := rep.task.Task
+	if rep.run.inRow && t.Workers == 1 && t.Attempt <= 1 {
+		t.Runs = []rota.Run{rep.run.Run}
+	} else {
+		runs, err := taskRuns(ctx, tx, t.ID)
+		if err != nil {
+			return nil, err
+		}
+		t.Runs = runs
 	}
-	r.Status = status
-	return nil
+	if rep.task.Done && rep.dependents > 0 {
+		var err error
+		if _, t.Dependents, err = taskLinks(ctx, tx, t.ID, false); err != nil {
+			return nil, err
+		}
+	}
+	return &t, nil
 }
 
-// settle moves a task after one of its runs (r, already ended) ended with
-// the given outcome.
-func settle(ctx context.Context, tx *wtx, r *runRow, run store.SettleRun) error {
-	t, err := getTask(ctx, tx, r.TaskID)
-	if err != nil {
-		return err
-	}
-	t.Running = max(t.Running-1, 0)
+// finishRun ends a RUNNING run with status and msg, and moves its task
+// after the outcome run: one UPDATE of the task row for a run kept in
+// it; for a run of run_log, that run's UPDATE too.
+func finishRun(ctx context.Context, tx *wtx, rep *report, status rota.Status, msg string, run store.SettleRun) error {
+	r, t := rep.run, rep.task
 	now := ms(run.Now)
+	r.Status, r.EndTime, r.Message, r.LeaseExpiresAt = status, tm(now), msg, time.Time{}
+	if !r.inRow {
+		if _, err := tx.ExecContext(ctx, `UPDATE run_log SET status = ?, end_time = ?, expires_at = 0, lease_expires_at = 0, message = ? WHERE id = ?`,
+			string(status), now, msg, r.ID); err != nil {
+			return fmt.Errorf("sqlitestore: end run %s: %w", r.ID, err)
+		}
+	}
+	// The row's run columns keep their value unless the run is the row's.
+	rowRun := `run_status = CASE WHEN ?1 THEN ?2 ELSE run_status END, run_end = CASE WHEN ?1 THEN ?3 ELSE run_end END,
+		run_lease = CASE WHEN ?1 THEN 0 ELSE run_lease END, run_message = CASE WHEN ?1 THEN ?4 ELSE run_message END`
+	args := []any{r.inRow, string(status), now, msg}
+	t.Running = max(t.Running-1, 0)
 	if t.Done {
 		// A straggler of a task that already ended: only the counter moves.
-		_, err := tx.ExecContext(ctx, `UPDATE tasks SET running = ?, updated_at = ? WHERE id = ?`, t.Running, now, t.ID)
+		_, err := tx.ExecContext(ctx, `UPDATE tasks SET `+rowRun+`, running = ?5, updated_at = ?3 WHERE id = ?6`,
+			append(args, t.Running, t.ID)...)
 		return wrapErr("settle task", err)
 	}
 	st := t.Settle(run)
@@ -145,14 +212,15 @@ func settle(ctx context.Context, tx *wtx, r *runRow, run store.SettleRun) error 
 	if len(st.Result) > 0 {
 		resultVal = string(st.Result)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, done = ?, avail = ?, failures = ?, successes = ?,
-		running = ?, run_at = ?, end_time = ?, message = ?, result = ?, updated_at = ? WHERE id = ?`,
-		string(st.Status), boolInt(st.Done), boolInt(st.Avail), st.Failures, st.Successes, t.Running, ms(st.RunAt),
-		ms(st.EndTime), st.Message, resultVal, now, t.ID); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET `+rowRun+`, status = ?5, done = ?6, avail = ?7, failures = ?8,
+		successes = ?9, running = ?10, run_at = ?11, end_time = ?12, message = ?13, result = ?14, updated_at = ?3 WHERE id = ?15`,
+		append(args, string(st.Status), boolInt(st.Done), boolInt(st.Avail), st.Failures, st.Successes, t.Running,
+			ms(st.RunAt), ms(st.EndTime), st.Message, resultVal, t.ID)...); err != nil {
 		return fmt.Errorf("sqlitestore: settle task %s: %w", t.ID, err)
 	}
 	if st.StopOthers {
-		if _, err := tx.ExecContext(ctx, `UPDATE runs SET stop_requested = 1 WHERE task_id = ? AND status = 'RUNNING'`, t.ID); err != nil {
+		// Other running runs are those of a multi-worker task: in run_log.
+		if _, err := tx.ExecContext(ctx, `UPDATE run_log SET stop_requested = 1 WHERE task_id = ? AND status = 'RUNNING'`, t.ID); err != nil {
 			return fmt.Errorf("sqlitestore: stop other runs of %s: %w", t.ID, err)
 		}
 	}
@@ -167,12 +235,9 @@ func wrapErr(what string, err error) error {
 }
 
 // expireRun ends a run whose lease or deadline passed at now as TIMEOUT.
-func expireRun(ctx context.Context, tx *wtx, r *runRow, now int64, backoff func(int) time.Duration) error {
-	msg, run := store.ExpirySettle(r.Deadline, tm(now), r.StopRequested, backoff)
-	if err := endRun(ctx, tx, r, rota.StatusTimeout, msg, now); err != nil {
-		return err
-	}
-	return settle(ctx, tx, r, run)
+func expireRun(ctx context.Context, tx *wtx, rep *report, now int64, backoff func(int) time.Duration) error {
+	msg, run := store.ExpirySettle(rep.run.Deadline, tm(now), rep.run.StopRequested, backoff)
+	return finishRun(ctx, tx, rep, rota.StatusTimeout, msg, run)
 }
 
 // RunExpire implements store.Store.
@@ -192,25 +257,22 @@ func (s *Store) RunExpire(ctx context.Context, p store.RunExpireParams) (store.R
 		if err != nil {
 			return fmt.Errorf("sqlitestore: find expired runs: %w", err)
 		}
-		var ids []string
-		for rows.Next() {
+		ids, err := collectRows(rows, "run id", func(sc scanner) (*string, error) {
 			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
+			return &id, sc.Scan(&id)
+		})
+		if err != nil {
+			return err
 		}
-		rows.Close()
 		for _, id := range ids {
-			r, err := getRun(ctx, tx, id)
+			rep, err := loadRun(ctx, tx, id)
 			if err != nil {
 				return err
 			}
-			if err := expireRun(ctx, tx, r, now, p.Backoff); err != nil {
+			if err := expireRun(ctx, tx, rep, now, p.Backoff); err != nil {
 				return err
 			}
-			res.Add(r.TaskID, r.kind)
+			res.Add(rep.run.TaskID, rep.run.kind)
 		}
 		return nil
 	})

@@ -5,8 +5,9 @@
 // Design: SQLite allows one writer at a time, so the store owns exactly one
 // write connection, driven by one goroutine that applies operations in
 // group commits: whatever operations queue up while a transaction commits go
-// into the next transaction together, each inside its own SAVEPOINT so a
-// failing operation rolls back alone. One fsync then acknowledges many
+// into the next transaction together. Operations validate before they
+// write; one that fails after writing has the batch run again with a
+// SAVEPOINT per operation, so that it rolls back alone. One fsync then acknowledges many
 // operations, which keeps full durability (WAL, synchronous=FULL) without
 // paying an fsync per request. Reads go through a separate pool of read-only
 // connections, which WAL lets run concurrently with the writer.
@@ -259,55 +260,54 @@ func (s *Store) writer(ctx context.Context) {
 }
 
 // commit applies a batch in one transaction and delivers each outcome.
+//
+// Operations validate before they write, so the common failure (a lost
+// lease, a conflict, an unknown id) leaves nothing to undo: the batch runs
+// without savepoints, whose cost (two statements an operation, and a copy
+// of each page an operation touches into the statement journal) would
+// otherwise be paid by every operation. Only when an operation fails after
+// it wrote is the transaction rolled back and the batch run again with a
+// SAVEPOINT per operation, so that the failure rolls back alone.
 func (s *Store) commit(ctx context.Context, batch []*op) {
-	errs := make([]error, len(batch))
-	fail := func(err error) {
-		for _, o := range batch {
-			o.errc <- err
+	errs, redo := s.apply(ctx, batch, false)
+	if redo {
+		errs, _ = s.apply(ctx, batch, true)
+	}
+	for i, o := range batch {
+		o.errc <- errs[i]
+	}
+}
+
+// apply runs batch in one transaction and commits it, returning each
+// operation's outcome. Without savepoints, an operation that fails after
+// writing rolls the transaction back and apply returns redo (a batch of
+// one just fails).
+func (s *Store) apply(ctx context.Context, batch []*op, savepoints bool) (errs []error, redo bool) {
+	errs = make([]error, len(batch))
+	fail := func(err error) ([]error, bool) {
+		for i := range errs {
+			errs[i] = err
 		}
+		return errs, false
 	}
 	s.cfg.Cost.Add(ctx, oneStatement) // BEGIN IMMEDIATE
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		s.abandon(ctx)
-		fail(fmt.Errorf("sqlitestore: begin: %w", err))
-		return
+		return fail(fmt.Errorf("sqlitestore: begin: %w", err))
 	}
 	w := &wtx{tx: tx, cache: s.wc, kinds: &s.kinds}
-	single := len(batch) == 1
 	for i, o := range batch {
-		if !single {
-			if _, err := w.ExecContext(ctx, "SAVEPOINT op"); err != nil {
-				tx.Rollback()
-				fail(fmt.Errorf("sqlitestore: savepoint: %w", err))
-				return
-			}
+		if errs[i], err = w.run(ctx, o, savepoints); err != nil {
+			tx.Rollback()
+			return fail(err)
 		}
-		err := o.fn(ctx, w)
-		var keep keepError
-		switch {
-		case err == nil:
-		case errors.As(err, &keep):
-			err = keep.err
-		default:
-			if single {
-				tx.Rollback()
-				batch[0].errc <- err
-				return
+		if errs[i] != nil && w.dirty && !savepoints {
+			tx.Rollback()
+			if len(batch) == 1 {
+				return errs, false
 			}
-			if _, rerr := w.ExecContext(ctx, "ROLLBACK TO op"); rerr != nil {
-				tx.Rollback()
-				fail(fmt.Errorf("sqlitestore: rollback to savepoint: %w (after %v)", rerr, err))
-				return
-			}
-		}
-		errs[i] = err
-		if !single {
-			if _, err := w.ExecContext(ctx, "RELEASE op"); err != nil {
-				tx.Rollback()
-				fail(fmt.Errorf("sqlitestore: release savepoint: %w", err))
-				return
-			}
+			return nil, true
 		}
 	}
 	// COMMIT: one fsync of the WAL under synchronous=FULL.
@@ -316,12 +316,42 @@ func (s *Store) commit(ctx context.Context, batch []*op) {
 		// A failed COMMIT (a full disk) may leave the transaction open on
 		// the connection: end it, or no later write could begin.
 		s.abandon(ctx)
-		fail(fmt.Errorf("sqlitestore: commit: %w", err))
-		return
+		return fail(fmt.Errorf("sqlitestore: commit: %w", err))
 	}
-	for i, o := range batch {
-		o.errc <- errs[i]
+	return errs, false
+}
+
+// run runs one operation of a batch, inside a savepoint of its own when
+// savepoints is set, and returns its outcome (opErr) or, when the
+// transaction itself failed, err. w.dirty then tells whether the
+// operation wrote.
+func (w *wtx) run(ctx context.Context, o *op, savepoints bool) (opErr, err error) {
+	w.dirty = false
+	if savepoints {
+		if _, err := w.ExecContext(ctx, "SAVEPOINT op"); err != nil {
+			return nil, fmt.Errorf("sqlitestore: savepoint: %w", err)
+		}
 	}
+	opErr = o.fn(ctx, w)
+	var keep keepError
+	switch {
+	case opErr == nil:
+	case errors.As(opErr, &keep):
+		opErr = keep.err
+	case savepoints:
+		if _, err := w.ExecContext(ctx, "ROLLBACK TO op"); err != nil {
+			return nil, fmt.Errorf("sqlitestore: rollback to savepoint: %w (after %v)", err, opErr)
+		}
+	}
+	if savepoints {
+		if _, err := w.ExecContext(ctx, "RELEASE op"); err != nil {
+			return nil, fmt.Errorf("sqlitestore: release savepoint: %w", err)
+		}
+	}
+	if keep.err != nil {
+		w.dirty = false // its changes are kept: nothing to undo
+	}
+	return opErr, nil
 }
 
 // abandon rolls back whatever transaction a failed commit or begin left

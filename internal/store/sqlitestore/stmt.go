@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/rotahq/rota/internal/store/storecost"
@@ -85,6 +86,14 @@ type wtx struct {
 	tx    *sql.Tx
 	cache *stmtCache
 	kinds *sync.Map // kinds known to exist (never deleted), to skip creating them
+	dirty bool      // the current operation ran a statement that may write
+}
+
+// writes reports whether q may change the database: anything but a SELECT
+// (an INSERT or UPDATE … RETURNING is read through QueryRow).
+func writes(q string) bool {
+	q = strings.TrimLeft(q, " \t\n")
+	return len(q) < 6 || !strings.EqualFold(q[:6], "SELECT")
 }
 
 // stmt returns the transaction's view of q's prepared statement, or nil
@@ -102,6 +111,7 @@ func (w *wtx) stmt(ctx context.Context, q string) *sql.Stmt {
 // ExecContext runs q with a cached prepared statement.
 func (w *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	w.cache.cost.Add(ctx, oneStatement)
+	w.dirty = true
 	if st := w.stmt(ctx, q); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
@@ -111,6 +121,7 @@ func (w *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Resul
 // QueryContext runs q with a cached prepared statement.
 func (w *wtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	w.cache.cost.Add(ctx, oneStatement)
+	w.dirty = w.dirty || writes(q)
 	if st := w.stmt(ctx, q); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -120,6 +131,7 @@ func (w *wtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Row
 // QueryRowContext runs q with a cached prepared statement.
 func (w *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
 	w.cache.cost.Add(ctx, oneStatement)
+	w.dirty = w.dirty || writes(q)
 	if st := w.stmt(ctx, q); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}

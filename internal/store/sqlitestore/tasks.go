@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rotahq/rota"
@@ -46,13 +47,14 @@ func collectRows[T any](rows *sql.Rows, what string, scan func(scanner) (*T, err
 	return out, rows.Err()
 }
 
-// scanTask reads the taskCols of a row; worker_ids is JSON text.
-func scanTask(sc scanner) (*taskRow, error) {
+// scanTask reads the taskCols of a row, then extra; worker_ids is JSON
+// text.
+func scanTask(sc scanner, extra ...any) (*taskRow, error) {
 	var (
 		ts        store.TaskScan
 		workerIDs sql.NullString
 	)
-	if err := sc.Scan(ts.Dest(&workerIDs)...); err != nil {
+	if err := sc.Scan(ts.Dest(&workerIDs, extra...)...); err != nil {
 		return nil, err
 	}
 	r := ts.Row(nil)
@@ -65,14 +67,23 @@ func scanTask(sc scanner) (*taskRow, error) {
 }
 
 func getTask(ctx context.Context, q queryer, id string) (*taskRow, error) {
-	t, err := scanTask(q.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = ?`, id))
+	t, _, _, err := getTaskLinked(ctx, q, id)
+	return t, err
+}
+
+// getTaskLinked reads task id with the number of tasks that depend on it
+// (dependents) and that it depends on (parents): the links are read only
+// when there are some.
+func getTaskLinked(ctx context.Context, q queryer, id string) (t *taskRow, dependents, parents int, err error) {
+	t, err = scanTask(q.QueryRowContext(ctx, `SELECT `+taskCols+`, dependents, parents FROM tasks WHERE id = ?`, id),
+		&dependents, &parents)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound("task", id)
+		return nil, 0, 0, notFound("task", id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: get task %s: %w", id, err)
+		return nil, 0, 0, fmt.Errorf("sqlitestore: get task %s: %w", id, err)
 	}
-	return t, nil
+	return t, dependents, parents, nil
 }
 
 func nullString(s string) any {
@@ -210,14 +221,22 @@ func insertDeps(ctx context.Context, tx *wtx, p store.TaskInsertParams, r store.
 			return r, fmt.Errorf("sqlitestore: insert dependency: %w", err)
 		}
 	}
+	// The parents count their dependents: their dependency triggers and
+	// link reads run only while they have some.
+	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET dependents = dependents + 1 WHERE id IN (`+inList(len(ids))+`)`,
+		args...); err != nil {
+		return r, fmt.Errorf("sqlitestore: count dependents: %w", err)
+	}
 	now := ms(p.Now)
 	switch {
 	case st.Failed != "":
 		_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = 'CANCELED', done = 1, avail = 0, end_time = ?, message = ?,
-			updated_at = ? WHERE id = ?`, now, st.Failed, now, r.Task.ID)
+			parents = ?, updated_at = ? WHERE id = ?`, now, st.Failed, len(ids), now, r.Task.ID)
 	case st.Waiting > 0:
-		_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = 'WAITING', avail = 0, deps_waiting = ?, updated_at = ? WHERE id = ?`,
-			st.Waiting, now, r.Task.ID)
+		_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = 'WAITING', avail = 0, deps_waiting = ?, parents = ?, updated_at = ? WHERE id = ?`,
+			st.Waiting, len(ids), now, r.Task.ID)
+	default:
+		_, err = tx.ExecContext(ctx, `UPDATE tasks SET parents = ? WHERE id = ?`, len(ids), r.Task.ID)
 	}
 	if err != nil {
 		return r, fmt.Errorf("sqlitestore: start task %s after its dependencies: %w", r.Task.ID, err)
@@ -273,12 +292,14 @@ func rerunTask(ctx context.Context, tx *wtx, t *taskRow, p store.TaskInsertParam
 	if runAt == 0 {
 		runAt = now
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE task_id = ?`, t.ID); err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM run_log WHERE task_id = ?`, t.ID); err != nil {
 		return store.TaskInsertResult{}, fmt.Errorf("sqlitestore: rerun %s: clear runs: %w", t.ID, err)
 	}
 	_, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'SCHEDULED', done = 0, avail = 1, held = 0, deps_waiting = 0, attempt = 0,
 		failures = 0, successes = 0, running = 0, stop_requested = 0, run_at = ?, start_time = 0, end_time = 0,
-		worker_address = '', message = '', result = NULL, skip_reason = '', updated_at = ? WHERE id = ?`, runAt, now, t.ID)
+		worker_address = '', message = '', result = NULL, skip_reason = '', updated_at = ?,
+		run_id = NULL, run_worker = '', run_status = '', run_start = 0, run_end = 0, run_lease = 0, run_deadline = 0,
+		run_stop = 0, run_message = '' WHERE id = ?`, runAt, now, t.ID)
 	if err != nil {
 		return store.TaskInsertResult{}, fmt.Errorf("sqlitestore: rerun %s: %w", t.ID, err)
 	}
@@ -307,32 +328,18 @@ func ensureKind(ctx context.Context, tx *wtx, kind string) error {
 	return nil
 }
 
-// TaskGet implements store.Store.
+// TaskGet implements store.Store: the task, its runs (history and the
+// run in its row) and its links, read only when it has some.
 func (s *Store) TaskGet(ctx context.Context, id string) (*rota.Task, error) {
-	t, err := s.taskWithRuns(ctx, id)
+	t, dependents, parents, err := getTaskLinked(ctx, s.r, id)
 	if err != nil {
 		return nil, err
 	}
-	if t.DependsOn, t.Dependents, err = taskLinks(ctx, s.r, id, true); err != nil {
+	if t.Runs, err = taskRuns(ctx, s.r, id); err != nil {
 		return nil, err
 	}
-	return t, nil
-}
-
-// taskWithRuns reads a task with its runs (what the answers of reports
-// need) and, once it has ended, its dependents (for their wake-up).
-func (s *Store) taskWithRuns(ctx context.Context, id string) (*rota.Task, error) {
-	t, err := getTask(ctx, s.r, id)
-	if err != nil {
-		return nil, err
-	}
-	runs, err := taskRuns(ctx, s.r, id)
-	if err != nil {
-		return nil, err
-	}
-	t.Runs = runs
-	if t.Done {
-		if _, t.Dependents, err = taskLinks(ctx, s.r, id, false); err != nil {
+	if dependents > 0 || parents > 0 {
+		if t.DependsOn, t.Dependents, err = taskLinks(ctx, s.r, id, true); err != nil {
 			return nil, err
 		}
 	}
@@ -398,9 +405,12 @@ func (s *Store) TaskUpdate(ctx context.Context, p store.TaskUpdateParams) (*rota
 			for _, w := range t.WorkerIDs {
 				args = append(args, w)
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE runs SET stop_requested = 1 WHERE task_id = ? AND status = 'RUNNING'
-				AND worker_id NOT IN (`+inList(len(t.WorkerIDs))+`)`, args...); err != nil {
-				return fmt.Errorf("sqlitestore: stop disallowed runs: %w", err)
+			for _, q := range []string{`UPDATE run_log SET stop_requested = 1 WHERE task_id = ? AND status = 'RUNNING'
+				AND worker_id NOT IN (` + inList(len(t.WorkerIDs)) + `)`, `UPDATE tasks SET run_stop = 1 WHERE id = ?
+				AND run_status = 'RUNNING' AND run_worker NOT IN (` + inList(len(t.WorkerIDs)) + `)`} {
+				if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+					return fmt.Errorf("sqlitestore: stop disallowed runs: %w", err)
+				}
 			}
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE tasks SET level = ?, max_retries = ?, hb_timeout_s = ?, worker_ids = ?,
@@ -433,11 +443,11 @@ func (s *Store) TaskStop(ctx context.Context, p store.TaskStopParams) (*rota.Tas
 			_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = 'CANCELED', done = 1, avail = 0, stop_requested = 1,
 				end_time = ?, message = ?, updated_at = ? WHERE id = ?`, now, msg, now, t.ID)
 		} else {
-			if _, err = tx.ExecContext(ctx, `UPDATE runs SET stop_requested = 1 WHERE task_id = ? AND status = 'RUNNING'`, t.ID); err != nil {
+			if _, err = tx.ExecContext(ctx, `UPDATE run_log SET stop_requested = 1 WHERE task_id = ? AND status = 'RUNNING'`, t.ID); err != nil {
 				return fmt.Errorf("sqlitestore: stop runs of %s: %w", t.ID, err)
 			}
-			_, err = tx.ExecContext(ctx, `UPDATE tasks SET stop_requested = 1, avail = 0, message = ?, updated_at = ? WHERE id = ?`,
-				msg, now, t.ID)
+			_, err = tx.ExecContext(ctx, `UPDATE tasks SET stop_requested = 1, avail = 0, message = ?, updated_at = ?,
+				run_stop = CASE WHEN run_status = 'RUNNING' THEN 1 ELSE run_stop END WHERE id = ?`, msg, now, t.ID)
 		}
 		if err != nil {
 			return fmt.Errorf("sqlitestore: stop task %s: %w", t.ID, err)
@@ -455,8 +465,7 @@ func (s *Store) TaskNextRunAt(ctx context.Context, kinds []string, now time.Time
 	var best int64
 	for _, k := range kinds {
 		var v sql.NullInt64
-		if err := s.r.QueryRowContext(ctx, `SELECT MIN(run_at) FROM tasks WHERE avail = 1 AND kind = ? AND run_at > ?`,
-			k, ms(now)).Scan(&v); err != nil {
+		if err := s.r.QueryRowContext(ctx, nextRunAtQuery, k, ms(now)).Scan(&v); err != nil {
 			return time.Time{}, false, fmt.Errorf("sqlitestore: next run_at: %w", err)
 		}
 		if v.Valid && (best == 0 || v.Int64 < best) {
@@ -468,3 +477,25 @@ func (s *Store) TaskNextRunAt(ctx context.Context, kinds []string, now time.Time
 	}
 	return tm(best), true, nil
 }
+
+// minReadyQuery is the earliest run_at of the available tasks of kind ?1
+// with cond (on run_at, against ?2): one probe of tasks_ready per level
+// and pinned-or-not, each a seek to its first entry, rather than a scan of
+// every waiting task of the kind.
+func minReadyQuery(cond string) string {
+	var probes []string
+	for level := range 3 {
+		for pinned := range 2 {
+			probes = append(probes, fmt.Sprintf(`SELECT (SELECT MIN(run_at) FROM tasks WHERE avail = 1 AND kind = ?1
+				AND level = %d AND pinned = %d AND %s) AS m`, level, pinned, cond))
+		}
+	}
+	return `SELECT MIN(m) FROM (` + strings.Join(probes, " UNION ALL ") + `)`
+}
+
+// nextRunAtQuery is TaskNextRunAt's: the next due time after ?2.
+var nextRunAtQuery = minReadyQuery("run_at > ?2")
+
+// oldestWaitingQuery is Stats': the oldest ready time at or before ?2 of
+// a waiting (SCHEDULED) task.
+var oldestWaitingQuery = minReadyQuery("status = 'SCHEDULED' AND run_at <= ?2")
