@@ -51,6 +51,7 @@ const UndoLeanForTest = `
 	ALTER TABLE tasks DROP COLUMN run_message;
 	ALTER TABLE tasks DROP COLUMN dependents;
 	ALTER TABLE tasks DROP COLUMN parents;
+	ALTER TABLE tasks DROP COLUMN dep_status;
 	CREATE INDEX tasks_due ON tasks (kind, run_at) WHERE avail = 1;
 	CREATE TRIGGER tasks_deps_succeeded AFTER UPDATE OF status ON tasks
 	WHEN new.status = 'SUCCESS' AND old.status <> 'SUCCESS'

@@ -57,8 +57,8 @@ func loadRun(ctx context.Context, tx *wtx, id string) (*report, error) {
 // scanRowRun reads a task row with the run it holds (taskCols, rowRunCols).
 func scanRowRun(row scanner) (*report, error) {
 	var (
-		r                   runRow
-		start, end, lease   int64
+		r                    runRow
+		start, end, lease    int64
 		deadline, dependents int64
 	)
 	t, err := scanTask(row, &r.ID, &r.WorkerID, &r.Status, &start, &end, &lease, &deadline, &r.StopRequested, &r.Message, &dependents)
@@ -217,6 +217,12 @@ func finishRun(ctx context.Context, tx *wtx, rep *report, status rota.Status, ms
 		append(args, string(st.Status), boolInt(st.Done), boolInt(st.Avail), st.Failures, st.Successes, t.Running,
 			ms(st.RunAt), ms(st.EndTime), st.Message, resultVal, t.ID)...); err != nil {
 		return fmt.Errorf("sqlitestore: settle task %s: %w", t.ID, err)
+	}
+	if st.Done && rep.dependents > 0 {
+		// The dependency triggers settle the dependents (dep_status).
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET dep_status = status WHERE id = ?`, t.ID); err != nil {
+			return fmt.Errorf("sqlitestore: settle dependents of %s: %w", t.ID, err)
+		}
 	}
 	if st.StopOthers {
 		// Other running runs are those of a multi-worker task: in run_log.

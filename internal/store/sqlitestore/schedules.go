@@ -196,7 +196,7 @@ func (s *Store) ScheduleDelete(ctx context.Context, p store.ScheduleDeleteParams
 		if n, _ := res.RowsAffected(); n == 0 {
 			return notFound("schedule", p.ID)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'CANCELED', done = 1, avail = 0, held = 0, end_time = ?,
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'CANCELED', dep_status = 'CANCELED', done = 1, avail = 0, held = 0, end_time = ?,
 			message = 'canceled: the schedule was deleted before the run was released', updated_at = ?
 			WHERE schedule_id = ? AND held = 1 AND done = 0`, now, now, p.ID); err != nil {
 			return fmt.Errorf("sqlitestore: cancel held runs of %s: %w", p.ID, err)
@@ -204,7 +204,7 @@ func (s *Store) ScheduleDelete(ctx context.Context, p store.ScheduleDeleteParams
 		// Runs of a target schedule that never started: only Rota's HTTP
 		// executor may run them, and it runs the kinds of live target
 		// schedules only, so they would wait for ever.
-		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'CANCELED', done = 1, avail = 0, end_time = ?,
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'CANCELED', dep_status = 'CANCELED', done = 1, avail = 0, end_time = ?,
 			message = 'canceled: the schedule was deleted before its HTTP target was called', updated_at = ?
 			WHERE schedule_id = ? AND status = 'SCHEDULED' AND worker_ids = ?`,
 			now, now, p.ID, workerIDsValue([]string{rota.HTTPWorkerID})); err != nil {

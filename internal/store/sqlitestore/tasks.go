@@ -297,7 +297,7 @@ func rerunTask(ctx context.Context, tx *wtx, t *taskRow, p store.TaskInsertParam
 	}
 	_, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'SCHEDULED', done = 0, avail = 1, held = 0, deps_waiting = 0, attempt = 0,
 		failures = 0, successes = 0, running = 0, stop_requested = 0, run_at = ?, start_time = 0, end_time = 0,
-		worker_address = '', message = '', result = NULL, skip_reason = '', updated_at = ?,
+		worker_address = '', message = '', result = NULL, skip_reason = '', updated_at = ?, dep_status = '',
 		run_id = NULL, run_worker = '', run_status = '', run_start = 0, run_end = 0, run_lease = 0, run_deadline = 0,
 		run_stop = 0, run_message = '' WHERE id = ?`, runAt, now, t.ID)
 	if err != nil {
@@ -440,7 +440,7 @@ func (s *Store) TaskStop(ctx context.Context, p store.TaskStopParams) (*rota.Tas
 		}
 		now := ms(p.Now)
 		if t.Running == 0 {
-			_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = 'CANCELED', done = 1, avail = 0, stop_requested = 1,
+			_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = 'CANCELED', dep_status = 'CANCELED', done = 1, avail = 0, stop_requested = 1,
 				end_time = ?, message = ?, updated_at = ? WHERE id = ?`, now, msg, now, t.ID)
 		} else {
 			if _, err = tx.ExecContext(ctx, `UPDATE run_log SET stop_requested = 1 WHERE task_id = ? AND status = 'RUNNING'`, t.ID); err != nil {

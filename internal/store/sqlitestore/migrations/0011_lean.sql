@@ -28,6 +28,13 @@ ALTER TABLE tasks ADD COLUMN run_message TEXT NOT NULL DEFAULT '';
 -- tasks that depend on this one, and of those it depends on.
 ALTER TABLE tasks ADD COLUMN dependents INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE tasks ADD COLUMN parents INTEGER NOT NULL DEFAULT 0;
+-- The end of a task as its dependents see it: the store copies status here
+-- when a task with dependents ends ('' until then), and the dependency
+-- triggers watch this column, not status. A statement of a table with
+-- triggers on the columns it sets pays for a statement journal (a copy of
+-- every page it touches), so the claims and reports of tasks without
+-- dependents, which set status, must not set off any trigger.
+ALTER TABLE tasks ADD COLUMN dep_status TEXT NOT NULL DEFAULT '';
 
 -- A report or heartbeat finds the task row of its run by the run id: run
 -- ids are opaque ids of 32 hex characters in the API, as task ids are, so
@@ -51,21 +58,22 @@ CREATE VIEW runs AS
         CASE WHEN run_status <> 'RUNNING' THEN 0
             WHEN run_deadline <> 0 AND run_deadline < run_lease THEN run_deadline ELSE run_lease END,
         run_stop, run_message, 1
-    FROM tasks WHERE run_id IS NOT NULL;
+    FROM tasks WHERE run_status <> '';
 
 UPDATE tasks SET dependents = (SELECT count(*) FROM task_deps d WHERE d.dep_id = tasks.id)
     WHERE id IN (SELECT dep_id FROM task_deps);
 UPDATE tasks SET parents = (SELECT count(*) FROM task_deps d WHERE d.task_id = tasks.id)
     WHERE id IN (SELECT task_id FROM task_deps);
+UPDATE tasks SET dep_status = status WHERE done = 1;
 
 -- The dependency triggers fire only for tasks with dependents (or, on
--- delete, with links at all): a task without pays nothing.
+-- delete, with links at all), on dep_status: a task without pays nothing.
 DROP TRIGGER tasks_deps_succeeded;
 DROP TRIGGER tasks_deps_failed;
 DROP TRIGGER tasks_deps_deleted;
 
-CREATE TRIGGER tasks_deps_succeeded AFTER UPDATE OF status ON tasks
-WHEN new.dependents > 0 AND new.status = 'SUCCESS' AND old.status <> 'SUCCESS'
+CREATE TRIGGER tasks_deps_succeeded AFTER UPDATE OF dep_status ON tasks
+WHEN new.dependents > 0 AND new.dep_status = 'SUCCESS' AND old.dep_status <> 'SUCCESS'
 BEGIN
     UPDATE tasks SET deps_waiting = deps_waiting - 1,
         status = CASE WHEN deps_waiting = 1 THEN 'SCHEDULED' ELSE status END,
@@ -74,12 +82,12 @@ BEGIN
     WHERE id IN (SELECT task_id FROM task_deps WHERE dep_id = new.id) AND status = 'WAITING';
 END;
 
-CREATE TRIGGER tasks_deps_failed AFTER UPDATE OF status ON tasks
-WHEN new.dependents > 0 AND new.status IN ('FAILED', 'TIMEOUT', 'CANCELED', 'SKIPPED')
-    AND old.status NOT IN ('SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELED', 'SKIPPED')
+CREATE TRIGGER tasks_deps_failed AFTER UPDATE OF dep_status ON tasks
+WHEN new.dependents > 0 AND new.dep_status IN ('FAILED', 'TIMEOUT', 'CANCELED', 'SKIPPED')
+    AND old.dep_status NOT IN ('SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELED', 'SKIPPED')
 BEGIN
-    UPDATE tasks SET status = 'CANCELED', done = 1, avail = 0, end_time = new.end_time,
-        message = 'dependency_failed: task ' || new.id || ' ended ' || new.status,
+    UPDATE tasks SET status = 'CANCELED', dep_status = 'CANCELED', done = 1, avail = 0, end_time = new.end_time,
+        message = 'dependency_failed: task ' || new.id || ' ended ' || new.dep_status,
         updated_at = new.updated_at
     WHERE id IN (SELECT task_id FROM task_deps WHERE dep_id = new.id) AND status = 'WAITING';
 END;
