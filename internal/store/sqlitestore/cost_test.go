@@ -2,8 +2,14 @@ package sqlitestore_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
 
 	"github.com/rotahq/rota/internal/store/sqlitestore"
 	"github.com/rotahq/rota/internal/store/storecost"
@@ -23,33 +29,34 @@ func TestCostPerTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	// Measured on the store as of issue 13's "before". Each write is one
-	// transaction of its own here (nothing else queued): BEGIN IMMEDIATE
-	// and COMMIT are two of its statements, and its COMMIT one fsync. SQLite
-	// runs in the process: a round trip is a call into the engine.
+	// The lean store (issue 13). Each write is one transaction of its own
+	// here (nothing else queued): BEGIN IMMEDIATE and COMMIT are two of its
+	// statements, and its COMMIT one fsync. SQLite runs in the process: a
+	// round trip is a call into the engine. Before issue 13: claim 8,
+	// heartbeat 6, complete 9, claim batch 26.
 	storetest.WantHotPathCost(t, "SQLite", st, &c, nil, map[string]storecost.Counts{
 		// BEGIN; INSERT tasks; COMMIT.
 		storetest.CostInsert: inProcess(3),
 		// BEGIN; upsert workers (last_seen); SELECT kinds; the pick (SELECT
-		// tasks); INSERT runs; UPDATE tasks (RUNNING); UPDATE kinds
+		// tasks); UPDATE tasks (RUNNING, the run in the row); UPDATE kinds
 		// (round_pos, rate tokens); COMMIT.
-		storetest.CostClaim: inProcess(8),
-		// BEGIN; SELECT runs; SELECT tasks (hb_timeout_s); UPDATE runs
-		// (lease); UPDATE workers (last_seen) RETURNING stop_requested;
-		// COMMIT.
-		storetest.CostHeartbeat: inProcess(6),
-		// BEGIN; SELECT runs; UPDATE runs (SUCCESS); SELECT tasks; UPDATE
-		// tasks (settled); SELECT tasks and SELECT runs (the task returned);
-		// SELECT task_deps (its dependents, as it ended); COMMIT.
-		storetest.CostComplete: inProcess(9),
+		storetest.CostClaim: inProcess(7),
+		// BEGIN; SELECT tasks (by run_id: the task and its run); UPDATE
+		// tasks (lease); UPDATE workers (last_seen) RETURNING
+		// stop_requested; COMMIT.
+		storetest.CostHeartbeat: inProcess(5),
+		// BEGIN; SELECT tasks (by run_id); UPDATE tasks (run and task
+		// settled); COMMIT. The task returned is the row just read: no run
+		// history or dependents to read for a first attempt without any.
+		storetest.CostComplete: inProcess(4),
 		// BEGIN; upsert workers; SELECT kinds; the pick; COMMIT: an empty
 		// claim is a write (the worker's last_seen) and an fsync.
 		storetest.CostClaimEmpty: inProcess(5),
 		// BEGIN; one INSERT tasks per task (10); COMMIT.
 		storetest.CostInsertBatch: inProcess(2 + storetest.CostBatch),
-		// BEGIN; upsert workers; SELECT kinds; the pick; per task INSERT
-		// runs and UPDATE tasks (2 × 10); UPDATE kinds; COMMIT.
-		storetest.CostClaimBatch: inProcess(6 + 2*storetest.CostBatch),
+		// BEGIN; upsert workers; SELECT kinds; the pick; per task one
+		// UPDATE tasks (10); UPDATE kinds; COMMIT.
+		storetest.CostClaimBatch: inProcess(6 + storetest.CostBatch),
 		// BEGIN; SELECT schedules; SELECT open runs; INSERT tasks (the
 		// run); UPDATE schedules (state, version); COMMIT.
 		storetest.CostFire: inProcess(6),
@@ -58,6 +65,92 @@ func TestCostPerTask(t *testing.T) {
 		// writer's group commit with other writes.
 		storetest.CostEventAppend: inProcess(4),
 	})
+}
+
+// TestCostGroupCommit pins what a task costs when, as under load, the
+// writes of many tasks arrive together: submits, then one claim of all,
+// then their reports, each wave queued while the writer is busy. Each
+// wave is one transaction, one fsync; a task costs its statements alone
+// (no SAVEPOINT or RELEASE: operations validate before they write).
+func TestCostGroupCommit(t *testing.T) {
+	t.Parallel()
+	const n = 50
+	var c storecost.Counter
+	st, err := sqlitestore.New(context.Background(), sqlitestore.Config{Path: filepath.Join(t.TempDir(), "rota.db"), Cost: &c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	f := storetest.NewFixture(t, st)
+	now := f.At(0)
+	// Warm up: the kind is known to exist, the statements are prepared.
+	f.InsertNew("k", now)
+	f.InsertNew("k", now)
+	for _, r := range f.Claim("w1", now, 2, "k").Runs {
+		f.Succeed("w1", r.RunID, now)
+	}
+
+	before := c.Snapshot()
+	together(t, st, n, func(int) error {
+		_, err := st.TaskInsert(f.Ctx(), f.Params("k", now))
+		return err
+	})
+	runs := f.Claim("w1", now, n, "k").Runs
+	if len(runs) != n {
+		t.Fatalf("claimed %d runs; want %d", len(runs), n)
+	}
+	// One of the reports is refused (not its worker): it must not fail
+	// the others, nor cost them a savepoint.
+	together(t, st, n+1, func(i int) error {
+		p := store.RunCompleteParams{RunID: runs[i%n].RunID, WorkerID: "w1", Success: true, Now: now}
+		if i == n {
+			p.WorkerID = "w2"
+		}
+		_, err := st.RunComplete(f.Ctx(), p)
+		if i == n {
+			if !errors.Is(err, rota.ErrLeaseLost) {
+				return fmt.Errorf("report by another worker: %v; want lease lost", err)
+			}
+			return nil
+		}
+		return err
+	})
+	got := c.Snapshot().Sub(before).Total()
+	// A wave queued behind the writer's hold costs the hold's BEGIN and
+	// COMMIT and its own: the submits one INSERT each; the claim (alone)
+	// BEGIN, upsert workers, SELECT kinds, the pick, one UPDATE a task,
+	// UPDATE kinds, COMMIT; the reports a SELECT and an UPDATE each, the
+	// refused one its SELECT.
+	want := storecost.Counts{
+		Statements: 2 + 2 + n + // submits
+			6 + n + // claim
+			2 + 2 + 2*n + 1, // reports
+		Commits: 2 + 1 + 2,
+	}
+	want.RoundTrips = want.Statements
+	if got.Statements != want.Statements || got.Commits != want.Commits {
+		t.Fatalf("%d tasks submitted, claimed and completed together cost %v; want %v", n, got, want)
+	}
+}
+
+// together runs fn(0..n-1) concurrently, all queued while the writer is
+// held in a transaction, so that they commit as one group.
+func together(t *testing.T, st *sqlitestore.Store, n int, fn func(i int) error) {
+	t.Helper()
+	release := st.HoldWriterForTest()
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- fn(i) }()
+	}
+	for st.QueuedForTest() < n {
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // inProcess is the cost of one transaction of n statements on SQLite,

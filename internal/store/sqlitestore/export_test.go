@@ -53,6 +53,7 @@ const UndoLeanForTest = `
 	ALTER TABLE tasks DROP COLUMN parents;
 	ALTER TABLE tasks DROP COLUMN dep_status;
 	CREATE INDEX tasks_due ON tasks (kind, run_at) WHERE avail = 1;
+	CREATE INDEX tasks_kind_status ON tasks (kind, status);
 	CREATE TRIGGER tasks_deps_succeeded AFTER UPDATE OF status ON tasks
 	WHEN new.status = 'SUCCESS' AND old.status <> 'SUCCESS'
 	BEGIN
@@ -75,3 +76,25 @@ const UndoLeanForTest = `
 		DELETE FROM task_deps WHERE task_id = old.id;
 		DELETE FROM task_deps WHERE dep_id = old.id;
 	END;`
+
+// HoldWriterForTest has the writer run a transaction that waits until the
+// returned release is called: operations queue meanwhile, and then commit
+// together in the writer's next transaction. The hold costs a BEGIN and a
+// COMMIT.
+func (s *Store) HoldWriterForTest() (release func()) {
+	started, rel := make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.write(context.Background(), func(context.Context, *wtx) error {
+			close(started)
+			<-rel
+			return nil
+		})
+	}()
+	<-started
+	return func() { close(rel); <-done }
+}
+
+// QueuedForTest is the number of operations waiting for the writer.
+func (s *Store) QueuedForTest() int { return len(s.ops) }
