@@ -148,43 +148,64 @@ func loadKindBudget(ctx context.Context, tx *wtx, kind string, max int, now int6
 }
 
 // startRuns makes a run of each picked task for the claiming worker. A
-// single-worker task keeps its run in its row: the claim is one UPDATE
-// (a retry first moves the previous attempt, ended, to run_log). A
-// multi-worker task's run is a row of run_log.
+// single-worker task keeps its run in its row: one UPDATE claims them all
+// (a retry first moves its previous attempt, ended, to run_log: one
+// INSERT for all). A multi-worker task's run is a row of run_log.
 func startRuns(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind string, picked []candidate, multi map[string]bool, now int64) ([]rota.ClaimedRun, error) {
 	out := make([]rota.ClaimedRun, 0, len(picked))
+	inRow := make(map[string]string, len(picked)) // task id → run id
+	retries := false
 	for _, c := range picked {
 		run, lease, deadline := c.Start(kind, p.NewRunID(), now)
-		var err error
-		switch {
-		case multi[c.ID]:
-			_, err = tx.ExecContext(ctx, `INSERT INTO run_log (id, task_id, kind, worker_id, worker_address, attempt, status,
-				start_time, lease_expires_at, deadline, expires_at) VALUES (?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?, ?, ?)`,
-				run.RunID, c.ID, kind, p.WorkerID, p.WorkerAddress, run.Attempt, now, lease, deadline, store.RunExpiresAt(lease, deadline))
-		case c.Attempt > 0:
-			_, err = tx.ExecContext(ctx, `INSERT INTO run_log (id, task_id, kind, worker_id, worker_address, attempt, status,
-				start_time, end_time, lease_expires_at, deadline, expires_at, stop_requested, message)
-				SELECT run_id, id, kind, run_worker, worker_address, attempt, run_status, run_start, run_end, run_lease,
-				run_deadline, 0, run_stop, run_message FROM tasks WHERE id = ? AND run_id IS NOT NULL`, c.ID)
+		out = append(out, run)
+		if !multi[c.ID] {
+			inRow[c.ID] = run.RunID
+			retries = retries || c.Attempt > 0
+			continue
 		}
-		if err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO run_log (id, task_id, kind, worker_id, worker_address, attempt, status,
+			start_time, lease_expires_at, deadline, expires_at) VALUES (?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?, ?, ?)`,
+			run.RunID, c.ID, kind, p.WorkerID, p.WorkerAddress, run.Attempt, now, lease, deadline, store.RunExpiresAt(lease, deadline)); err != nil {
 			return nil, fmt.Errorf("sqlitestore: insert run: %w", err)
 		}
-		inRow := boolInt(!multi[c.ID])
-		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'RUNNING', attempt = ?1, running = running + 1,
-			avail = (running + 1 + successes < workers), start_time = CASE WHEN start_time = 0 THEN ?2 ELSE start_time END,
-			worker_address = ?3, updated_at = ?2,
-			run_id = CASE WHEN ?4 THEN ?5 ELSE run_id END, run_worker = CASE WHEN ?4 THEN ?6 ELSE run_worker END,
-			run_status = CASE WHEN ?4 THEN 'RUNNING' ELSE run_status END, run_start = CASE WHEN ?4 THEN ?2 ELSE run_start END,
-			run_end = CASE WHEN ?4 THEN 0 ELSE run_end END, run_lease = CASE WHEN ?4 THEN ?7 ELSE run_lease END,
-			run_deadline = CASE WHEN ?4 THEN ?8 ELSE run_deadline END, run_stop = CASE WHEN ?4 THEN 0 ELSE run_stop END,
-			run_message = CASE WHEN ?4 THEN '' ELSE run_message END WHERE id = ?9`,
-			run.Attempt, now, p.WorkerAddress, inRow, run.RunID, p.WorkerID, lease, deadline, c.ID); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'RUNNING', attempt = ?, running = running + 1,
+			avail = (running + 1 + successes < workers), start_time = CASE WHEN start_time = 0 THEN ? ELSE start_time END,
+			worker_address = ?, updated_at = ? WHERE id = ?`, run.Attempt, now, p.WorkerAddress, now, c.ID); err != nil {
 			return nil, fmt.Errorf("sqlitestore: mark task running: %w", err)
 		}
-		out = append(out, run)
 	}
-	return out, nil
+	if len(inRow) == 0 {
+		return out, nil
+	}
+	return out, claimRows(ctx, tx, p, inRow, retries, now)
+}
+
+// claimRows starts the runs of single-worker tasks in their rows: runs
+// maps task ids to their new run ids. The attempt, lease and deadline are
+// computed as store.ClaimCandidate.Start does, from the row.
+func claimRows(ctx context.Context, tx *wtx, p store.TaskClaimParams, runs map[string]string, retries bool, now int64) error {
+	j, err := json.Marshal(runs)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: encode claimed runs: %w", err)
+	}
+	if retries {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO run_log (id, task_id, kind, worker_id, worker_address, attempt, status,
+			start_time, end_time, lease_expires_at, deadline, expires_at, stop_requested, message)
+			SELECT run_id, id, kind, run_worker, worker_address, attempt, run_status, run_start, run_end, run_lease,
+			run_deadline, 0, run_stop, run_message FROM tasks WHERE id IN (SELECT key FROM json_each(?)) AND run_id IS NOT NULL`,
+			string(j)); err != nil {
+			return fmt.Errorf("sqlitestore: keep the previous runs: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'RUNNING', attempt = attempt + 1, running = running + 1,
+		avail = (running + 1 + successes < workers), start_time = CASE WHEN start_time = 0 THEN ?1 ELSE start_time END,
+		worker_address = ?2, updated_at = ?1, run_id = j.value, run_worker = ?3, run_status = 'RUNNING', run_start = ?1,
+		run_end = 0, run_lease = ?1 + hb_timeout_s * 1000, run_deadline = CASE WHEN timeout_s > 0 THEN ?1 + timeout_s * 1000 ELSE 0 END,
+		run_stop = 0, run_message = '' FROM json_each(?4) AS j WHERE tasks.id = j.key`,
+		now, p.WorkerAddress, p.WorkerID, string(j)); err != nil {
+		return fmt.Errorf("sqlitestore: mark tasks running: %w", err)
+	}
+	return nil
 }
 
 // candidateQuery selects, in one statement, up to max claimable tasks per

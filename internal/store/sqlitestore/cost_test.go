@@ -33,7 +33,7 @@ func TestCostPerTask(t *testing.T) {
 	// here (nothing else queued): BEGIN IMMEDIATE and COMMIT are two of its
 	// statements, and its COMMIT one fsync. SQLite runs in the process: a
 	// round trip is a call into the engine. Before issue 13: claim 8,
-	// heartbeat 6, complete 9, claim batch 26.
+	// heartbeat 6, complete 9, claim batch 26 (16 + 1 per task).
 	storetest.WantHotPathCost(t, "SQLite", st, &c, nil, map[string]storecost.Counts{
 		// BEGIN; INSERT tasks; COMMIT.
 		storetest.CostInsert: inProcess(3),
@@ -54,9 +54,9 @@ func TestCostPerTask(t *testing.T) {
 		storetest.CostClaimEmpty: inProcess(5),
 		// BEGIN; one INSERT tasks per task (10); COMMIT.
 		storetest.CostInsertBatch: inProcess(2 + storetest.CostBatch),
-		// BEGIN; upsert workers; SELECT kinds; the pick; per task one
-		// UPDATE tasks (10); UPDATE kinds; COMMIT.
-		storetest.CostClaimBatch: inProcess(6 + storetest.CostBatch),
+		// BEGIN; upsert workers; SELECT kinds; the pick; one UPDATE tasks
+		// of all (the runs in their rows); UPDATE kinds; COMMIT.
+		storetest.CostClaimBatch: inProcess(7),
 		// BEGIN; SELECT schedules; SELECT open runs; INSERT tasks (the
 		// run); UPDATE schedules (state, version); COMMIT.
 		storetest.CostFire: inProcess(6),
@@ -118,12 +118,12 @@ func TestCostGroupCommit(t *testing.T) {
 	got := c.Snapshot().Sub(before).Total()
 	// A wave queued behind the writer's hold costs the hold's BEGIN and
 	// COMMIT and its own: the submits one INSERT each; the claim (alone)
-	// BEGIN, upsert workers, SELECT kinds, the pick, one UPDATE a task,
-	// UPDATE kinds, COMMIT; the reports a SELECT and an UPDATE each, the
-	// refused one its SELECT.
+	// BEGIN, upsert workers, SELECT kinds, the pick, one UPDATE of all the
+	// tasks, UPDATE kinds, COMMIT; the reports a SELECT and an UPDATE
+	// each, the refused one its SELECT.
 	want := storecost.Counts{
 		Statements: 2 + 2 + n + // submits
-			6 + n + // claim
+			7 + // claim
 			2 + 2 + 2*n + 1, // reports
 		Commits: 2 + 1 + 2,
 	}
