@@ -33,7 +33,8 @@ func TestCostPerTask(t *testing.T) {
 	// here (nothing else queued): BEGIN IMMEDIATE and COMMIT are two of its
 	// statements, and its COMMIT one fsync. SQLite runs in the process: a
 	// round trip is a call into the engine. Before issue 13: claim 8,
-	// heartbeat 6, complete 9, claim batch 26 (16 + 1 per task).
+	// heartbeat 6, complete 9, insert batch 12 (2 + 1 per task), claim
+	// batch 26 (6 + 2 per task).
 	storetest.WantHotPathCost(t, "SQLite", st, &c, nil, map[string]storecost.Counts{
 		// BEGIN; INSERT tasks; COMMIT.
 		storetest.CostInsert: inProcess(3),
@@ -52,8 +53,8 @@ func TestCostPerTask(t *testing.T) {
 		// BEGIN; upsert workers; SELECT kinds; the pick; COMMIT: an empty
 		// claim is a write (the worker's last_seen) and an fsync.
 		storetest.CostClaimEmpty: inProcess(5),
-		// BEGIN; one INSERT tasks per task (10); COMMIT.
-		storetest.CostInsertBatch: inProcess(2 + storetest.CostBatch),
+		// BEGIN; one INSERT tasks of all (multi-row); COMMIT.
+		storetest.CostInsertBatch: inProcess(3),
 		// BEGIN; upsert workers; SELECT kinds; the pick; one UPDATE tasks
 		// of all (the runs in their rows); UPDATE kinds; COMMIT.
 		storetest.CostClaimBatch: inProcess(7),

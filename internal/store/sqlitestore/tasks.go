@@ -117,23 +117,34 @@ func (s *Store) TaskInsert(ctx context.Context, p store.TaskInsertParams) (store
 	return res[0], nil
 }
 
-// TaskInsertMany implements store.Store.
+// TaskInsertMany implements store.Store. Runs of plain items (no key,
+// no dependencies) are inserted by multi-row INSERTs; a keyed item or one
+// with dependencies, which must see the items before it, goes alone.
 func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams) ([]store.TaskInsertResult, error) {
 	out := make([]store.TaskInsertResult, len(ps))
 	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
+		start := 0 // the first item of the current run of plain items
 		for i, p := range ps {
+			deps := len(p.DependsOn) > 0 || len(p.DependsOnItems) > 0
+			if p.Key == "" && !deps {
+				continue
+			}
+			if err := insertPlain(ctx, tx, ps[start:i], out[start:i]); err != nil {
+				return err
+			}
+			start = i + 1
 			r, err := insertTask(ctx, tx, p)
 			if err != nil {
 				return err
 			}
-			if !r.Existing && (len(p.DependsOn) > 0 || len(p.DependsOnItems) > 0) {
+			if !r.Existing && deps {
 				if r, err = insertDeps(ctx, tx, p, r, i, out[:i]); err != nil {
 					return err
 				}
 			}
 			out[i] = r
 		}
-		return nil
+		return insertPlain(ctx, tx, ps[start:], out[start:])
 	})
 	if err != nil {
 		return nil, err
@@ -141,6 +152,67 @@ func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams)
 	return out, nil
 }
 
+// maxInsertRows bounds the rows of one multi-row INSERT: at most this many
+// statement texts (one per row count), each prepared once.
+const maxInsertRows = 32
+
+// insertQueries[n] is the INSERT of n tasks' rows (n ≥ 1).
+var insertQueries = func() []string {
+	qs := make([]string, maxInsertRows+1)
+	row := `(?, ?, ?, ?, ?, 'SCHEDULED', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	for n := 1; n <= maxInsertRows; n++ {
+		qs[n] = `INSERT INTO tasks (id, kind, level, payload, key, status, max_retries, workers, worker_ids, pinned,
+			timeout_s, hb_timeout_s, created_at, run_at, schedule_id, fire_time, updated_at) VALUES ` +
+			strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+	}
+	return qs
+}()
+
+// insertPlain inserts new tasks (out: their results), up to
+// maxInsertRows a statement.
+func insertPlain(ctx context.Context, tx *wtx, ps []store.TaskInsertParams, out []store.TaskInsertResult) error {
+	for _, p := range ps {
+		if err := ensureKind(ctx, tx, p.Kind); err != nil {
+			return err
+		}
+	}
+	for len(ps) > 0 {
+		n := min(len(ps), maxInsertRows)
+		args := make([]any, 0, n*16)
+		for i, p := range ps[:n] {
+			var t *rota.Task
+			args, t = insertArgs(args, p)
+			out[i] = store.TaskInsertResult{Task: t}
+		}
+		if _, err := tx.ExecContext(ctx, insertQueries[n], args...); err != nil {
+			return fmt.Errorf("sqlitestore: insert tasks: %w", err)
+		}
+		ps, out = ps[n:], out[n:]
+	}
+	return nil
+}
+
+// insertArgs appends the parameters of a row of insertQueries for p and
+// returns the task the row stores.
+func insertArgs(args []any, p store.TaskInsertParams) ([]any, *rota.Task) {
+	now := ms(p.Now)
+	runAt := ms(p.RunAt)
+	if runAt == 0 {
+		runAt = now
+	}
+	args = append(args, p.ID, p.Kind, p.Priority.Level(), string(p.Payload), nullString(p.Key), p.MaxRetries, p.Workers,
+		workerIDsValue(p.WorkerIDs), boolInt(len(p.WorkerIDs) > 0), p.TimeoutSeconds, p.HeartbeatTimeoutSeconds,
+		now, runAt, p.ScheduleID, ms(p.FireTime), now)
+	return args, &rota.Task{
+		ID: p.ID, Kind: p.Kind, Priority: p.Priority, Payload: p.Payload, Key: p.Key,
+		Status: rota.StatusScheduled, MaxRetries: p.MaxRetries, Workers: p.Workers, WorkerIDs: p.WorkerIDs,
+		TimeoutSeconds: p.TimeoutSeconds, HeartbeatTimeoutSeconds: p.HeartbeatTimeoutSeconds,
+		CreatedAt: tm(now), RunAt: tm(runAt), ScheduleID: p.ScheduleID, FireTime: tm(ms(p.FireTime)),
+	}
+}
+
+// insertTask inserts one task, answering a keyed insert with the task that
+// holds its key (run again with RerunIfFinished) if there is one.
 func insertTask(ctx context.Context, tx *wtx, p store.TaskInsertParams) (store.TaskInsertResult, error) {
 	if p.Key != "" {
 		t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE kind = ? AND key = ? AND key_held = 1`, p.Kind, p.Key))
@@ -153,30 +225,9 @@ func insertTask(ctx context.Context, tx *wtx, p store.TaskInsertParams) (store.T
 			return store.TaskInsertResult{}, fmt.Errorf("sqlitestore: look up key: %w", err)
 		}
 	}
-	if err := ensureKind(ctx, tx, p.Kind); err != nil {
-		return store.TaskInsertResult{}, err
-	}
-	now := ms(p.Now)
-	runAt := ms(p.RunAt)
-	if runAt == 0 {
-		runAt = now
-	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, kind, level, payload, key, status, max_retries, workers,
-		worker_ids, pinned, timeout_s, hb_timeout_s, created_at, run_at, schedule_id, fire_time, updated_at)
-		VALUES (?, ?, ?, ?, ?, 'SCHEDULED', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		p.ID, p.Kind, p.Priority.Level(), string(p.Payload), nullString(p.Key), p.MaxRetries, p.Workers,
-		workerIDsValue(p.WorkerIDs), boolInt(len(p.WorkerIDs) > 0), p.TimeoutSeconds, p.HeartbeatTimeoutSeconds,
-		now, runAt, p.ScheduleID, ms(p.FireTime), now)
-	if err != nil {
-		return store.TaskInsertResult{}, fmt.Errorf("sqlitestore: insert task: %w", err)
-	}
-	t := &rota.Task{
-		ID: p.ID, Kind: p.Kind, Priority: p.Priority, Payload: p.Payload, Key: p.Key,
-		Status: rota.StatusScheduled, MaxRetries: p.MaxRetries, Workers: p.Workers, WorkerIDs: p.WorkerIDs,
-		TimeoutSeconds: p.TimeoutSeconds, HeartbeatTimeoutSeconds: p.HeartbeatTimeoutSeconds,
-		CreatedAt: tm(now), RunAt: tm(runAt), ScheduleID: p.ScheduleID, FireTime: tm(ms(p.FireTime)),
-	}
-	return store.TaskInsertResult{Task: t}, nil
+	out := make([]store.TaskInsertResult, 1)
+	err := insertPlain(ctx, tx, []store.TaskInsertParams{p}, out)
+	return out[0], err
 }
 
 // insertDeps records the dependencies of the task r just inserted for
