@@ -19,8 +19,8 @@ import (
 // TestCostPerTask pins what each hot path asks of SQLite, so that a change
 // cannot add a statement or a commit unnoticed. Each commit is one fsync of
 // the WAL (synchronous=FULL). A write alone in its group commit pays BEGIN
-// and COMMIT itself; ops that share a group commit share them (and each
-// adds SAVEPOINT and RELEASE).
+// and COMMIT itself; ops that share a group commit share them
+// (TestCostGroupCommit).
 func TestCostPerTask(t *testing.T) {
 	t.Parallel()
 	var c storecost.Counter
