@@ -3,8 +3,8 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rotahq/rota"
@@ -13,33 +13,32 @@ import (
 
 // EventAppend implements store.EventStore. The single writer orders the
 // IDs; the append rides in the writer's group commit with other writes.
-// The rows go in one INSERT whatever their number, passed as one JSON
-// array of [at, data] pairs.
+// The rows go in multi-row INSERTs of up to maxEventRows rows.
 func (s *Store) EventAppend(ctx context.Context, evs []rota.Event) (uint64, error) {
 	if len(evs) == 0 {
 		return 0, nil
 	}
-	rows := make([][2]any, len(evs)) // [at, data]
-	for i, ev := range evs {
+	rows := make([]any, 0, 2*len(evs)) // at, data of each event
+	for _, ev := range evs {
 		b, err := store.EncodeEvent(ev)
 		if err != nil {
 			return 0, err
 		}
-		rows[i] = [2]any{ms(ev.Time), string(b)}
-	}
-	rowsJSON, err := json.Marshal(rows)
-	if err != nil {
-		return 0, fmt.Errorf("sqlitestore: append events: %w", err)
+		rows = append(rows, ms(ev.Time), string(b))
 	}
 	var last int64
-	err = s.write(ctx, func(ctx context.Context, tx *wtx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		if err := tx.QueryRowContext(ctx, `UPDATE event_seq SET last_id = last_id + ? RETURNING last_id`, len(evs)).Scan(&last); err != nil {
 			return fmt.Errorf("sqlitestore: append events: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO events (id, at, data)
-			SELECT ? + key, json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)`,
-			last-int64(len(evs))+1, string(rowsJSON)); err != nil {
-			return fmt.Errorf("sqlitestore: append events: %w", err)
+		first := last - int64(len(evs)) + 1
+		for rest := rows; len(rest) > 0; {
+			n := min(len(rest)/2, maxEventRows)
+			args := append([]any{first}, rest[:2*n]...)
+			if _, err := tx.ExecContext(ctx, eventInserts[n], args...); err != nil {
+				return fmt.Errorf("sqlitestore: append events: %w", err)
+			}
+			first, rest = first+int64(n), rest[2*n:]
 		}
 		return nil
 	})
@@ -48,6 +47,28 @@ func (s *Store) EventAppend(ctx context.Context, evs []rota.Event) (uint64, erro
 	}
 	return uint64(last), nil
 }
+
+// maxEventRows bounds the rows of one INSERT of events (one statement
+// text, prepared once, per row count).
+const maxEventRows = 64
+
+// eventInserts[n] inserts n events with ids ?1, ?1 + 1, …; each row's at
+// and data follow.
+var eventInserts = func() []string {
+	qs := make([]string, maxEventRows+1)
+	for n := 1; n <= maxEventRows; n++ {
+		var b strings.Builder
+		b.WriteString(`INSERT INTO events (id, at, data) VALUES `)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "(?1 + %d, ?, ?)", i)
+		}
+		qs[n] = b.String()
+	}
+	return qs
+}()
 
 // EventList implements store.EventStore.
 func (s *Store) EventList(ctx context.Context, p store.EventListParams) ([]rota.Event, error) {
