@@ -2,12 +2,14 @@ package sqlitestore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"testing"
 
+	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
 	"github.com/rotahq/rota/internal/store/sqlitestore"
 	"github.com/rotahq/rota/internal/store/storetest"
@@ -146,4 +148,40 @@ func BenchmarkGroupCycle(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tasks/s")
+}
+
+// TestGroupIsolatesFailedOp queues, in one group commit, inserts that
+// succeed and a batch insert that fails after it wrote (its second item
+// names a missing dependency): the group is run again with a savepoint per
+// operation, so the failed batch leaves nothing and the others commit.
+func TestGroupIsolatesFailedOp(t *testing.T) {
+	t.Parallel()
+	st := open(t).(*sqlitestore.Store)
+	f := storetest.NewFixture(t, st)
+	now := f.At(0)
+	const n = 8
+	ok := make([]store.TaskInsertParams, n)
+	for i := range ok {
+		ok[i] = f.Params("k", now)
+	}
+	bad := []store.TaskInsertParams{f.Params("k", now), f.Params("k", now)}
+	bad[1].DependsOn = []string{f.NewTaskID(now)}
+	together(t, st, n+1, func(i int) error {
+		if i < n {
+			_, err := st.TaskInsert(f.Ctx(), ok[i])
+			return err
+		}
+		if _, err := st.TaskInsertMany(f.Ctx(), bad); !errors.Is(err, rota.ErrInvalid) {
+			return fmt.Errorf("insert with a missing dependency: %v; want invalid", err)
+		}
+		return nil
+	})
+	for _, p := range ok {
+		f.Get(p.ID)
+	}
+	for _, p := range bad {
+		if _, err := st.TaskGet(f.Ctx(), p.ID); !errors.Is(err, rota.ErrNotFound) {
+			t.Fatalf("task %s of the failed batch: %v; want not found", p.ID, err)
+		}
+	}
 }
