@@ -46,10 +46,10 @@ func TestCostPerTask(t *testing.T) {
 		// tasks (lease); UPDATE workers (last_seen) RETURNING
 		// stop_requested; COMMIT.
 		storetest.CostHeartbeat: inProcess(5),
-		// BEGIN; SELECT tasks (by run_id); UPDATE tasks (run and task
-		// settled); COMMIT. The task returned is the row just read: no run
+		// BEGIN; UPDATE tasks (run and task settled, found by run_id)
+		// RETURNING the row; COMMIT. The task returned is that row: no run
 		// history or dependents to read for a first attempt without any.
-		storetest.CostComplete: inProcess(4),
+		storetest.CostComplete: inProcess(3),
 		// BEGIN; upsert workers; SELECT kinds; the pick; COMMIT: an empty
 		// claim is a write (the worker's last_seen) and an fsync.
 		storetest.CostClaimEmpty: inProcess(5),
@@ -89,6 +89,9 @@ func TestCostGroupCommit(t *testing.T) {
 	f.InsertNew("k", now)
 	for _, r := range f.Claim("w1", now, 2, "k").Runs {
 		f.Succeed("w1", r.RunID, now)
+		if _, err := st.RunComplete(f.Ctx(), store.RunCompleteParams{RunID: r.RunID, WorkerID: "w1", Success: true, Now: now}); !errors.Is(err, rota.ErrLeaseLost) {
+			t.Fatalf("second report: %v; want lease lost", err)
+		}
 	}
 
 	before := c.Snapshot()
@@ -120,12 +123,13 @@ func TestCostGroupCommit(t *testing.T) {
 	// A wave queued behind the writer's hold costs the hold's BEGIN and
 	// COMMIT and its own: the submits one INSERT each; the claim (alone)
 	// BEGIN, upsert workers, SELECT kinds, the pick, one UPDATE of all the
-	// tasks, UPDATE kinds, COMMIT; the reports a SELECT and an UPDATE
-	// each, the refused one its SELECT.
+	// tasks, UPDATE kinds, COMMIT; the reports one UPDATE … RETURNING
+	// each, the refused one that UPDATE (no row) and the SELECT that
+	// explains the refusal.
 	want := storecost.Counts{
 		Statements: 2 + 2 + n + // submits
 			7 + // claim
-			2 + 2 + 2*n + 1, // reports
+			2 + 2 + n + 2, // reports
 		Commits: 2 + 1 + 2,
 	}
 	want.RoundTrips = want.Statements

@@ -36,8 +36,11 @@ const rowRunCols = `run_id, run_worker, run_status, run_start, run_end, run_leas
 // then its task.
 func loadRun(ctx context.Context, tx *wtx, id string) (*report, error) {
 	rep, err := scanRowRun(tx.QueryRowContext(ctx, `SELECT `+taskCols+`, `+rowRunCols+` FROM tasks WHERE run_id = ?`, id))
-	if err == nil || !errors.Is(err, sql.ErrNoRows) {
-		return rep, wrapErr("get run "+id, err)
+	if err == nil {
+		return rep, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlitestore: get run %s: %w", id, err)
 	}
 	var kind string
 	r, err := scanRun(tx.QueryRowContext(ctx, `SELECT `+runCols+`, kind FROM run_log WHERE id = ?`, id), &kind)
@@ -144,12 +147,19 @@ func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*ro
 	var out *rota.Task
 	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
 		now := ms(p.Now)
-		rep, err := ownedRun(ctx, tx, p.RunID, p.WorkerID, now, p.Backoff)
+		rep, err := completeInRow(ctx, tx, p, now)
 		if err != nil {
 			return err
 		}
-		status, run := store.ReportSettle(p, rep.run.StopRequested)
-		if err := finishRun(ctx, tx, rep, status, p.Message, run); err != nil {
+		if rep == nil {
+			if rep, err = ownedRun(ctx, tx, p.RunID, p.WorkerID, now, p.Backoff); err != nil {
+				return err
+			}
+			status, run := store.ReportSettle(p, rep.run.StopRequested)
+			if err := finishRun(ctx, tx, rep, status, p.Message, run); err != nil {
+				return err
+			}
+		} else if err := settleDependents(ctx, tx, rep); err != nil {
 			return err
 		}
 		out, err = reportedTask(ctx, tx, rep)
@@ -159,6 +169,55 @@ func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*ro
 		return nil, err
 	}
 	return out, nil
+}
+
+// completeInRow settles, in one UPDATE … RETURNING, the common report: a
+// success on a run kept in its task's row, the task single-worker, neither
+// it nor the run asked to stop, the lease and deadline ahead (the WHERE
+// clause checks that state, so that the outcome is store.Settle's for it,
+// computed here). It returns the settled row, or nil when the report is
+// not of that kind: the caller then takes the general path, which also
+// explains a refusal.
+func completeInRow(ctx context.Context, tx *wtx, p store.RunCompleteParams, now int64) (*report, error) {
+	if !p.Success || p.Release {
+		return nil, nil
+	}
+	status, run := store.ReportSettle(p, false)
+	st := store.Settle(store.SettleTask{Workers: 1}, run) // successes 0, no other run
+	var result any
+	if len(st.Result) > 0 {
+		result = string(st.Result)
+	}
+	// Failures and run_at are kept: a success changes neither.
+	rep, err := scanRowRun(tx.QueryRowContext(ctx, `UPDATE tasks SET status = ?1, done = ?2, avail = ?3, successes = ?4,
+		running = 0, end_time = ?5, message = ?6, result = coalesce(?7, result), updated_at = ?8,
+		run_status = ?9, run_end = ?8, run_lease = 0, run_message = ?10
+		WHERE run_id = ?11 AND run_worker = ?12 AND run_status = 'RUNNING' AND run_stop = 0 AND workers = 1
+			AND running = 1 AND successes = 0 AND done = 0 AND stop_requested = 0
+			AND run_lease > ?8 AND (run_deadline = 0 OR run_deadline > ?8)
+		RETURNING `+taskCols+`, `+rowRunCols,
+		string(st.Status), boolInt(st.Done), boolInt(st.Avail), st.Successes, ms(st.EndTime), st.Message, result, now,
+		string(status), p.Message, p.RunID, p.WorkerID))
+	if errors.Is(err, sql.ErrNoRows) {
+		tx.dirty = false // nothing matched: nothing written
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: complete run %s: %w", p.RunID, err)
+	}
+	return rep, nil
+}
+
+// settleDependents lets the dependency triggers settle the dependents of
+// a task that just ended (dep_status), if it has any.
+func settleDependents(ctx context.Context, tx *wtx, rep *report) error {
+	if !rep.task.Done || rep.dependents == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET dep_status = status WHERE id = ?`, rep.task.ID); err != nil {
+		return fmt.Errorf("sqlitestore: settle dependents of %s: %w", rep.task.ID, err)
+	}
+	return nil
 }
 
 // reportedTask is the task of a report after it settled, with its runs
@@ -218,11 +277,8 @@ func finishRun(ctx context.Context, tx *wtx, rep *report, status rota.Status, ms
 			ms(st.RunAt), ms(st.EndTime), st.Message, resultVal, t.ID)...); err != nil {
 		return fmt.Errorf("sqlitestore: settle task %s: %w", t.ID, err)
 	}
-	if st.Done && rep.dependents > 0 {
-		// The dependency triggers settle the dependents (dep_status).
-		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET dep_status = status WHERE id = ?`, t.ID); err != nil {
-			return fmt.Errorf("sqlitestore: settle dependents of %s: %w", t.ID, err)
-		}
+	if err := settleDependents(ctx, tx, rep); err != nil {
+		return err
 	}
 	if st.StopOthers {
 		// Other running runs are those of a multi-worker task: in run_log.
