@@ -14,7 +14,10 @@ import (
 //     SUCCESS runs;
 //   - a terminal task is marked done and has an end time; an unfinished one
 //     is not done;
-//   - every run belongs to an existing task;
+//   - every run of run_log belongs to an existing task; only single-worker
+//     tasks keep a run in their row;
+//   - a task with dependents counts them (the dependency triggers watch
+//     only tasks that do);
 //   - SQLite's own integrity check passes.
 //
 // The crash tests run it after kill -9.
@@ -23,7 +26,10 @@ func (s *Store) Check(ctx context.Context) error {
 		{What: "terminal task not marked done or without end time", Query: `SELECT id FROM tasks WHERE status IN
 			('SUCCESS','FAILED','TIMEOUT','CANCELED','SKIPPED') AND (done = 0 OR end_time = 0) LIMIT 5`},
 		{What: "unfinished task marked done", Query: `SELECT id FROM tasks WHERE status IN ('WAITING','SCHEDULED','RUNNING') AND done = 1 LIMIT 5`},
-		{What: "run of a missing task", Query: `SELECT r.id FROM runs r LEFT JOIN tasks t ON t.id = r.task_id WHERE t.id IS NULL LIMIT 5`},
+		{What: "run of a missing task", Query: `SELECT r.id FROM run_log r LEFT JOIN tasks t ON t.id = r.task_id WHERE t.id IS NULL LIMIT 5`},
+		{What: "run kept in the row of a multi-worker task", Query: `SELECT id FROM tasks WHERE workers > 1 AND run_status <> '' LIMIT 5`},
+		{What: "task with dependents not counting them (its dependency triggers would not fire)", Query: `SELECT DISTINCT d.dep_id
+			FROM task_deps d JOIN tasks t ON t.id = d.dep_id WHERE t.dependents = 0 LIMIT 5`},
 	}...)
 	err := store.CheckInvariants(checks, func(q string) ([]string, error) {
 		rows, err := s.r.QueryContext(ctx, q)
