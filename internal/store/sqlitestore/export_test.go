@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"strconv"
+	"strings"
 )
 
 // SetSchemaVersionForTest overwrites the recorded schema version of the
@@ -29,10 +30,17 @@ func ExecForTest(ctx context.Context, path, stmts string) error {
 	return err
 }
 
-// UndoLeanForTest takes a database of the current schema back to the one
-// before 0011_lean (run_log the table runs again, no run in task rows,
-// the dependency triggers ungated); the schema version is the caller's.
-const UndoLeanForTest = `
+// UndoLeanForTest returns the statements that take a database of the
+// current schema back to the one before 0011_lean (run_log the table runs
+// again, no run in task rows, the dependency triggers of 0010_deps); the
+// schema version is the caller's.
+func UndoLeanForTest() string {
+	deps, err := migrationFS.ReadFile("migrations/0010_deps.sql")
+	if err != nil {
+		panic(err)
+	}
+	triggers := string(deps[strings.Index(string(deps), "CREATE TRIGGER"):])
+	return `
 	DROP TRIGGER tasks_deps_succeeded;
 	DROP TRIGGER tasks_deps_failed;
 	DROP TRIGGER tasks_deps_deleted;
@@ -54,28 +62,8 @@ const UndoLeanForTest = `
 	ALTER TABLE tasks DROP COLUMN dep_status;
 	CREATE INDEX tasks_due ON tasks (kind, run_at) WHERE avail = 1;
 	CREATE INDEX tasks_kind_status ON tasks (kind, status);
-	CREATE TRIGGER tasks_deps_succeeded AFTER UPDATE OF status ON tasks
-	WHEN new.status = 'SUCCESS' AND old.status <> 'SUCCESS'
-	BEGIN
-		UPDATE tasks SET deps_waiting = deps_waiting - 1,
-			status = CASE WHEN deps_waiting = 1 THEN 'SCHEDULED' ELSE status END,
-			avail = CASE WHEN deps_waiting = 1 THEN 1 ELSE 0 END,
-			updated_at = new.updated_at
-		WHERE id IN (SELECT task_id FROM task_deps WHERE dep_id = new.id) AND status = 'WAITING';
-	END;
-	CREATE TRIGGER tasks_deps_failed AFTER UPDATE OF status ON tasks
-	WHEN new.status IN ('FAILED', 'TIMEOUT', 'CANCELED', 'SKIPPED') AND old.status NOT IN ('SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELED', 'SKIPPED')
-	BEGIN
-		UPDATE tasks SET status = 'CANCELED', done = 1, avail = 0, end_time = new.end_time,
-			message = 'dependency_failed: task ' || new.id || ' ended ' || new.status,
-			updated_at = new.updated_at
-		WHERE id IN (SELECT task_id FROM task_deps WHERE dep_id = new.id) AND status = 'WAITING';
-	END;
-	CREATE TRIGGER tasks_deps_deleted AFTER DELETE ON tasks
-	BEGIN
-		DELETE FROM task_deps WHERE task_id = old.id;
-		DELETE FROM task_deps WHERE dep_id = old.id;
-	END;`
+	` + triggers
+}
 
 // HoldWriterForTest has the writer run a transaction that waits until the
 // returned release is called: operations queue meanwhile, and then commit

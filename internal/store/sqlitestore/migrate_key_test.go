@@ -2,7 +2,6 @@ package sqlitestore_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/rotahq/rota/internal/store/sqlitestore"
@@ -16,16 +15,11 @@ import (
 func TestMigrateKeyHeld(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "rota.db")
-	st, err := sqlitestore.New(ctx, sqlitestore.Config{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
+	path := newDatabase(t)
 	// Back to the schema before the migration, with the tasks it allowed
 	// (and without the later migrations, 0008_schedule_ext, 0009_events
 	// 0010_deps and 0011_lean).
-	err = sqlitestore.ExecForTest(ctx, path, sqlitestore.UndoLeanForTest+`
+	err := sqlitestore.ExecForTest(ctx, path, sqlitestore.UndoLeanForTest()+`
 		DROP TRIGGER tasks_deps_succeeded;
 		DROP TRIGGER tasks_deps_failed;
 		DROP TRIGGER tasks_deps_deleted;
@@ -52,7 +46,7 @@ func TestMigrateKeyHeld(t *testing.T) {
 	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-5); err != nil {
 		t.Fatal(err)
 	}
-	st, err = sqlitestore.New(ctx, sqlitestore.Config{Path: path})
+	st, err := sqlitestore.New(ctx, sqlitestore.Config{Path: path})
 	if err != nil {
 		t.Fatalf("migrate: %v", err)
 	}

@@ -3,7 +3,6 @@ package sqlitestore_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -21,18 +20,13 @@ import (
 func TestMigrateLean(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "rota.db")
-	st, err := sqlitestore.New(ctx, sqlitestore.Config{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
+	path := newDatabase(t)
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var ids rota.IDGenerator
 	old := base.Add(-time.Hour) // the runs of the old database are older than any new one
 	r1, r2, r3 := ids.New(old), ids.New(old), ids.New(old)
 	at := func(d time.Duration) int64 { return base.Add(d).UnixMilli() }
-	err = sqlitestore.ExecForTest(ctx, path, sqlitestore.UndoLeanForTest+fmt.Sprintf(`
+	err := sqlitestore.ExecForTest(ctx, path, sqlitestore.UndoLeanForTest()+fmt.Sprintf(`
 		INSERT INTO kinds (name) VALUES ('k');
 		INSERT INTO tasks (id, kind, level, payload, status, done, avail, attempt, successes, failures, running, max_retries,
 			workers, timeout_s, hb_timeout_s, created_at, run_at, start_time, end_time, deps_waiting, updated_at) VALUES
@@ -51,7 +45,7 @@ func TestMigrateLean(t *testing.T) {
 	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-1); err != nil {
 		t.Fatal(err)
 	}
-	st, err = sqlitestore.New(ctx, sqlitestore.Config{Path: path})
+	st, err := sqlitestore.New(ctx, sqlitestore.Config{Path: path})
 	if err != nil {
 		t.Fatalf("migrate: %v", err)
 	}

@@ -29,6 +29,19 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, open)
 }
 
+// newDatabase creates a database of the current schema and returns its
+// path, the store closed.
+func newDatabase(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rota.db")
+	st, err := sqlitestore.New(context.Background(), sqlitestore.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	return path
+}
+
 func BenchmarkStore(b *testing.B) {
 	storetest.Benchmark(b, open)
 }
@@ -36,17 +49,12 @@ func BenchmarkStore(b *testing.B) {
 func TestRefusesNewerSchema(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "rota.db")
-	st, err := sqlitestore.New(ctx, sqlitestore.Config{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
+	path := newDatabase(t)
 	// Pretend a newer rota wrote the file.
 	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()+1); err != nil {
 		t.Fatal(err)
 	}
-	_, err = sqlitestore.New(ctx, sqlitestore.Config{Path: path})
+	_, err := sqlitestore.New(ctx, sqlitestore.Config{Path: path})
 	storetest.WantNewerSchemaRefused(t, err)
 }
 
