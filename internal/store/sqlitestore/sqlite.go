@@ -11,6 +11,12 @@
 // operations, which keeps full durability (WAL, synchronous=FULL) without
 // paying an fsync per request. Reads go through a separate pool of read-only
 // connections, which WAL lets run concurrently with the writer.
+//
+// The lean model (issue 13, migration 0011_lean): a single-worker task
+// keeps its current run in its own row, so a claim, a heartbeat and a
+// report each write that row once; a run goes to run_log (the history)
+// only when a newer attempt replaces it, and multi-worker tasks keep their
+// runs there. The view runs shows both to every reader.
 package sqlitestore
 
 import (
