@@ -61,7 +61,6 @@ func UndoLeanForTest() string {
 	ALTER TABLE tasks DROP COLUMN parents;
 	ALTER TABLE tasks DROP COLUMN dep_status;
 	CREATE INDEX tasks_due ON tasks (kind, run_at) WHERE avail = 1;
-	CREATE INDEX tasks_kind_status ON tasks (kind, status);
 	` + triggers
 }
 

@@ -44,12 +44,12 @@ CREATE INDEX tasks_run ON tasks (run_id) WHERE run_id IS NOT NULL;
 -- in the row), a worker's runs. RUNNING rows are few.
 CREATE INDEX tasks_running ON tasks (kind, run_worker) WHERE run_status = 'RUNNING';
 
--- Indexes no hot statement needs, each an index write on every insert and
--- two on every claim and report: the next due time and Stats' oldest
--- waiting task read tasks_ready (one probe per level and pinned-or-not);
--- Stats' counts by kind and status read the table (every few seconds).
+-- An index no hot statement needs, an index write on every insert and two
+-- on every claim: the next due time and Stats' oldest waiting task read
+-- tasks_ready (one probe per level and pinned-or-not). tasks_kind_status
+-- stays: without it Stats (every 5 s, the no-worker alarm) reads the whole
+-- table, 4 s for 200,000 tasks against 0.1 s.
 DROP INDEX tasks_due;
-DROP INDEX tasks_kind_status;
 
 CREATE VIEW runs AS
     SELECT id, task_id, kind, worker_id, worker_address, attempt, status, start_time, end_time,
