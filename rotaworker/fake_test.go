@@ -122,9 +122,11 @@ type fakeRota struct {
 	batchDelay time.Duration   // before answering a batch
 	gate       chan struct{}   // if set, a batch waits for it to be closed
 	batchSeen  chan struct{}   // if set, closed when the first batch arrives
+	prefetch   int             // the worker's Config.Prefetch
 
 	mu        sync.Mutex
 	handed    int
+	maxes     []int // the max of each claim
 	batches   []int // the size of each batch request, 503s and 404s included
 	singles   int   // single-report requests
 	reports   map[string][]fakeReport
@@ -155,6 +157,7 @@ func (f *fakeRota) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		json.NewDecoder(r.Body).Decode(&in)
 		f.mu.Lock()
+		f.maxes = append(f.maxes, in.Max)
 		var tasks []string
 		for ; f.handed < f.runs && len(tasks) < in.Max; f.handed++ {
 			tasks = append(tasks, fmt.Sprintf(`{"task_id":"t%[1]d","run_id":"r%[1]d","kind":"k","priority":"mid",
@@ -302,7 +305,7 @@ func (f *fakeRota) start(t *testing.T, n int, log *slog.Logger, h rotaworker.Han
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := rotaworker.New(rotaworker.Config{Server: hs.URL, ID: "w", Concurrency: n, PollWait: time.Second, Logger: log})
+	w := rotaworker.New(rotaworker.Config{Server: hs.URL, ID: "w", Concurrency: n, PollWait: time.Second, Logger: log, Prefetch: f.prefetch})
 	w.Register("k", h)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(context.Background()) }()

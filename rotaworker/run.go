@@ -135,6 +135,10 @@ type runState struct {
 	beatReq  chan beatRequest // Progress asks the run loop for a heartbeat
 	loopDone chan struct{}    // closed when execute returns
 
+	// Set by startRuns before execute: the run took a concurrency slot as it
+	// arrived (else it waits for one).
+	slotted bool
+
 	// Set by newTask before each call of the handler; read after it returned.
 	outputs func() (json.RawMessage, string)
 	// Owned by the handler's goroutine: the calls of the handler that
@@ -289,12 +293,38 @@ func (l *runLoop) close() {
 	l.cancel(nil)
 }
 
-// startHandler runs the handler; its result comes on the returned channel.
+// takeSlot takes the run's concurrency slot unless it took it as it
+// arrived (startRuns); see waitSlot.
+func (st *runState) takeSlot(ctx context.Context) error {
+	if st.slotted {
+		return nil
+	}
+	return waitSlot(ctx, st.kh.slots, st.w.stopping, st.w.clock)
+}
+
+// startHandler runs the handler once the run has a concurrency slot (a
+// prefetched run waits for one, its lease kept by its heartbeats); the
+// result comes on the returned channel: the handler's, or why it was never
+// called (errNotStarted, errBufferWait, or the cause of the run's ctx).
 func (l *runLoop) startHandler() <-chan error {
 	done := make(chan error, 1)
+	st := l.st
 	go func() {
-		defer func() { <-l.st.kh.slots }()
-		done <- l.st.callWithRetries(l.ctx)
+		arrived := time.Now()
+		if err := st.takeSlot(l.ctx); err != nil {
+			if errors.Is(err, errBufferWait) {
+				st.kh.hand.slow(time.Since(arrived))
+			}
+			st.kh.hand.leave(0)
+			done <- err
+			return
+		}
+		began := time.Now()
+		defer func() {
+			<-st.kh.slots
+			st.kh.hand.leave(max(time.Since(began), time.Nanosecond))
+		}()
+		done <- st.callWithRetries(l.ctx)
 	}()
 	return done
 }
@@ -320,8 +350,12 @@ func (l *runLoop) run(done <-chan error, beats <-chan beatResult) {
 		select {
 		case err := <-done:
 			l.stopBeats() // no heartbeat races the report
+			cause := l.cause
+			if errors.Is(err, errNotStarted) || errors.Is(err, errBufferWait) {
+				cause = ErrWorkerStopping // hand it back: another worker takes it at once
+			}
 			if !l.lost {
-				st.finish(l.base, st.lease(), err, l.cause)
+				st.finish(l.base, st.lease(), err, cause)
 			} else {
 				st.log.Info("rotaworker: run abandoned: its lease was lost", "err", err)
 			}
@@ -393,6 +427,9 @@ func (st *runState) finish(base context.Context, lease time.Time, err error, cau
 			// Hand the run back: another worker takes it at once and the
 			// task's retries are not spent.
 			msg = "worker " + id + " stopped before the run finished: " + msg
+			if errors.Is(err, errBufferWait) {
+				msg = "worker " + id + " handed the run back unstarted: " + err.Error()
+			}
 			st.w.rep.report(base, st, lease, rotaclient.Report{RunID: runID, Outcome: rotaclient.OutcomeRelease, Message: capMessage(msg)})
 			return
 		case errors.Is(cause, ErrTaskStopped):

@@ -72,6 +72,22 @@
 // [Worker.StopAndCancel] is a hard stop: handlers are cancelled at once.
 // Either way Run returns only once every run's report was sent.
 //
+// # Prefetch
+//
+// While a kind's runs are quick (their handlers take under [QuickRun] on
+// average), the worker holds up to Config.Prefetch runs of it beyond its
+// concurrency (default [DefaultPrefetch], at most the concurrency): its
+// claims ask for the free slots plus those, so that a handler that returns
+// finds the next run in hand instead of waiting for a claim's round trip.
+// A prefetched run is the worker's from the moment it arrives: its clocks
+// (timeout and lease) count from the hand-over as any run's do, and it is
+// heartbeated while it waits for a slot. It gets a slot as one frees; one
+// that waits longer than [BufferWait] is handed back
+// unstarted (released: another worker takes it at once, no retry spent) and
+// the kind prefetches no more until its runs are quick again. When the
+// worker stops, runs still waiting for a slot are released at once. A kind
+// whose runs are slower, or not yet known, claims only its free slots.
+//
 // # Reports
 //
 // Outcomes are reported in batches (POST /api/runs/reports): a report made
@@ -96,6 +112,7 @@ import (
 	"time"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/clock"
 	"github.com/rotahq/rota/rotaclient"
 )
 
@@ -143,6 +160,11 @@ type Config struct {
 	// in-process, before its failure is reported (default 0: none). See
 	// "Local retries" in the package doc for what counts as unexpected.
 	MaxLocalRetries int
+	// Prefetch is how many runs of a kind the worker may hold beyond the
+	// kind's concurrency, waiting for a slot, while the kind's runs are
+	// quick (see Prefetch in the package doc): 0 means DefaultPrefetch (at
+	// most the concurrency), a negative number none.
+	Prefetch int
 	// Logger receives the worker's diagnostics (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -179,7 +201,8 @@ type Worker struct {
 	client *rotaclient.Client
 	cfgErr error // reported by Run
 	log    *slog.Logger
-	rep    *reporter // set by Run before any run starts
+	clock  clock.Clock // the timers of prefetched runs (tests use a fake)
+	rep    *reporter   // set by Run before any run starts
 
 	plainBeats atomic.Bool // the server cannot hold heartbeats (HeartbeatWait)
 
@@ -238,6 +261,7 @@ func New(cfg Config) *Worker {
 	w.cfg = cfg
 	w.client = cfg.Client
 	w.log = cfg.Logger.With("worker_id", cfg.ID)
+	w.clock = clock.Real{}
 	return w
 }
 
@@ -311,6 +335,7 @@ func register[T any](w *Worker, kind string, opts []HandlerOptions, fn func(cont
 	w.handlers[kind] = &kindHandler{
 		kind:  kind,
 		slots: make(chan struct{}, n),
+		hand:  newHand(n, prefetchOf(w.cfg.Prefetch, n)),
 		call: func(ctx context.Context, st *runState) error {
 			v, err := decode(st.claimed.Payload)
 			if err != nil {
@@ -327,6 +352,7 @@ func register[T any](w *Worker, kind string, opts []HandlerOptions, fn func(cont
 type kindHandler struct {
 	kind  string
 	slots chan struct{} // a token per running handler; cap = concurrency
+	hand  *hand         // the runs held: running, prefetched or asked for
 	call  func(ctx context.Context, st *runState) error
 }
 
@@ -490,13 +516,13 @@ func (w *Worker) claimLoop(ctx, base context.Context, kh *kindHandler, runs *syn
 	log := w.log.With("kind", kh.kind)
 	var fails int
 	for {
-		n, ok := w.takeSlots(kh)
+		n, ok := kh.hand.reserve(w.stopping)
 		if !ok {
 			return
 		}
 		res, recv, err := w.claim(ctx, kh, n)
 		if err != nil {
-			release(kh.slots, n)
+			kh.hand.unreserve(n)
 			if ctx.Err() != nil {
 				return
 			}
@@ -518,26 +544,6 @@ func (w *Worker) claimLoop(ctx, base context.Context, kh *kindHandler, runs *syn
 	}
 }
 
-// takeSlots waits for a free slot of kh, then takes every free one; false
-// if the worker stops first.
-func (w *Worker) takeSlots(kh *kindHandler) (int, bool) {
-	select {
-	case kh.slots <- struct{}{}:
-	case <-w.stopping:
-		return 0, false
-	}
-	n := 1
-	for n < cap(kh.slots) {
-		select {
-		case kh.slots <- struct{}{}:
-			n++
-		default:
-			return n, true
-		}
-	}
-	return n, true
-}
-
 // claim long-polls for up to n runs of kh and returns them with the
 // instant their answer arrived (the local clock's), from which the runs'
 // clocks count.
@@ -552,10 +558,12 @@ func (w *Worker) claim(ctx context.Context, kh *kindHandler, n int) (rotaclient.
 	return res, time.Now(), err
 }
 
-// startRuns starts a run for each claimed one, in the n slots taken for
-// them, and frees the slots left over. A run's clocks start when the
-// server handed it over (handedOver), not when the claim was sent: a task
-// may arrive late in a long poll.
+// startRuns starts a run for each claimed one, n having been reserved for
+// them, and gives back the reservations left over. Each run takes a
+// concurrency slot before its handler is called, waiting for one if it was
+// prefetched. A run's clocks start when the server handed it over
+// (handedOver), not when the claim was sent nor when it got its slot: a
+// task may arrive late in a long poll.
 func (w *Worker) startRuns(base context.Context, kh *kindHandler, res rotaclient.ClaimResult, recv time.Time, n int, runs *sync.WaitGroup) {
 	for i, cr := range res.Runs {
 		st := newRunState(w, kh, cr, handedOver(recv, res.ServerTime, cr.StartedAt))
@@ -567,15 +575,16 @@ func (w *Worker) startRuns(base context.Context, kh *kindHandler, res rotaclient
 			})
 			continue
 		}
+		// Runs take the free slots in the order the server handed them
+		// over; the others wait for a slot.
+		select {
+		case kh.slots <- struct{}{}:
+			st.slotted = true
+		default:
+		}
 		runs.Go(func() { st.execute(base) })
 	}
-	release(kh.slots, n-min(n, len(res.Runs)))
-}
-
-func release(slots chan struct{}, n int) {
-	for range n {
-		<-slots
-	}
+	kh.hand.unreserve(n - min(n, len(res.Runs)))
 }
 
 // backoff is the delay after the nth consecutive failed claim: 100 ms

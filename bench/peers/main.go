@@ -63,7 +63,7 @@ type params struct {
 
 // caseSpec is one thing measured: a scenario on one system in one setup.
 type caseSpec struct {
-	System   string `json:"system"`   // "rota" or "river"
+	System   string `json:"system"`   // "rota", "river" (PostgreSQL), "rota-sqlite" (embedded store), "river-sqlite"
 	Scenario string `json:"scenario"` // submit-single, submit-batch, e2e, latency, delayed
 	Variant  string `json:"variant"`  // how the system is set up, for the table
 	Raw      bool   `json:"raw"`      // Rota: the raw-HTTP worker loop instead of rotaworker
@@ -156,7 +156,29 @@ func cases(p params, scenarios, systems map[string]bool) []caseSpec {
 			add(caseSpec{System: "river", Scenario: s, Workers: 100, Tuned: tuned, Variant: riverVariant(tuned, 100)})
 		}
 	}
+	sqliteCases(p, add)
 	return out
+}
+
+// sqliteCases are the embedded cases: Rota's embedded store (full
+// durability) next to River on SQLite (riversqlite, tuned), each system
+// on a fresh file, passed to add.
+func sqliteCases(p params, add func(caseSpec)) {
+	sdk := fmt.Sprintf("rotaworker, concurrency %d", p.SDKConcurrency)
+	for _, s := range []string{"submit-single", "submit-batch"} {
+		add(caseSpec{System: "rota-sqlite", Scenario: s, Variant: "rotaclient"})
+		add(caseSpec{System: "river-sqlite", Scenario: s, Variant: "insert-only client"})
+	}
+	add(caseSpec{System: "rota-sqlite", Scenario: "e2e", Raw: true, Batch: true,
+		Variant: fmt.Sprintf("raw HTTP worker, %d loops × claim max 100, batch reports", p.RawLoops)})
+	add(caseSpec{System: "rota-sqlite", Scenario: "e2e", Variant: sdk})
+	for _, n := range []int{100, 1000} {
+		add(caseSpec{System: "river-sqlite", Scenario: "e2e", Workers: n, Tuned: true, Variant: riverVariant(true, n)})
+	}
+	for _, s := range []string{"latency", "delayed"} {
+		add(caseSpec{System: "rota-sqlite", Scenario: s, Variant: sdk})
+		add(caseSpec{System: "river-sqlite", Scenario: s, Workers: 100, Tuned: true, Variant: riverVariant(true, 100)})
+	}
 }
 
 func riverVariant(tuned bool, workers int) string {
@@ -257,7 +279,7 @@ func run() error {
 	fmt.Printf("PostgreSQL %s, synchronous_commit = %s; River %s; %d CPUs; load average %s\n",
 		f.PGVersion, f.SyncCommit, f.RiverVersion, f.NProc, f.LoadStart)
 
-	if o.rotaBin == "" && o.systems != "river" {
+	if o.rotaBin == "" && (set(o.systems)["rota"] || set(o.systems)["rota-sqlite"]) {
 		tmp, err := os.MkdirTemp("", "rota-peers")
 		if err != nil {
 			return err
@@ -335,7 +357,7 @@ func runCases(ctx context.Context, o options, specs []caseSpec, admin *pgxpool.P
 			fmt.Println(title + "…")
 			var res caseResult
 			var err error
-			if spec.System == "rota" {
+			if spec.System == "rota" || spec.System == "rota-sqlite" {
 				res, err = runRota(ctx, o.rotaBin, spec, admin, o.perfDir, r)
 			} else {
 				res, err = runRiverChild(ctx, spec)
@@ -574,11 +596,15 @@ func report(w io.Writer, f facts, specs []caseSpec, results [][]caseResult, fail
 			pgc = append(pgc, cores(res.Usage.PGCPU, res.Usage))
 		}
 		benchCell := "(in the process)"
-		if spec.System == "rota" {
+		if strings.HasPrefix(spec.System, "rota") {
 			benchCell = format(median(bench))
 		}
-		fmt.Fprintf(tw, "| %s\t %s\t %s\t %.0f MiB\t %s\t %s\t %s\t %.3f\t\n", scenarioTitle(p, spec.Scenario), spec.System, spec.Variant,
-			median(rss), format(median(proc)), benchCell, format(median(pgc)), median(pgk))
+		pgCell, pgkCell := format(median(pgc)), fmt.Sprintf("%.3f", median(pgk))
+		if strings.HasSuffix(spec.System, "-sqlite") {
+			pgCell, pgkCell = "(no server)", "–"
+		}
+		fmt.Fprintf(tw, "| %s\t %s\t %s\t %.0f MiB\t %s\t %s\t %s\t %s\t\n", scenarioTitle(p, spec.Scenario), spec.System, spec.Variant,
+			median(rss), format(median(proc)), benchCell, pgCell, pgkCell)
 	}
 	tw.Flush()
 
@@ -633,6 +659,12 @@ func goals(w io.Writer, rs []row, p params) {
 	if v, ok := find(rs, "rota", "latency", "", lat); ok {
 		rv, _ := find(rs, "river", "latency", riverVariant(true, 100), lat)
 		fmt.Fprintf(tw, "| enqueue→start p99 ≤ 5 ms\t %s ms\t %s ms\t ~10 ms\t %s\t\n", format(v), format(rv), verdict(v <= 5))
+	}
+	lite, liteV := best("rota-sqlite")
+	riverLite, riverLiteV := best("river-sqlite")
+	if lite > 0 && riverLite > 0 {
+		fmt.Fprintf(tw, "| embedded e2e ≥ 15,000 tasks/s and ≥ 2× River on SQLite tuned (issue 13)\t %s tasks/s (%s)\t %s tasks/s (%s, SQLite)\t –\t %s: %.2f× River on SQLite here\t\n",
+			format(lite), liteV, format(riverLite), riverLiteV, verdict(lite >= 15000 && lite >= 2*riverLite), lite/riverLite)
 	}
 	if v, ok := find(rs, "rota", "delayed", "", "lateness p99"); ok {
 		rv, _ := find(rs, "river", "delayed", riverVariant(true, 100), "lateness p99")

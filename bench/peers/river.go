@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,40 +52,19 @@ func riverChild(ctx context.Context) error {
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
-// runRiver runs one case on a fresh schema: River's migrations are applied
-// into it, and the pool's search_path is set to it.
+// runRiver runs one case on a fresh database: a PostgreSQL schema, or a
+// SQLite file for the river-sqlite system.
 func runRiver(ctx context.Context, spec caseSpec) (res caseResult, err error) {
-	pcfg, err := pgxpool.ParseConfig(spec.P.PG)
-	if err != nil {
-		return res, fmt.Errorf("postgres URL: %w", err)
+	open := openRiverPG
+	if spec.System == "river-sqlite" {
+		open = openRiverSQLite
 	}
-	pcfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{spec.Schema}.Sanitize()
-	pcfg.ConnConfig.RuntimeParams["application_name"] = spec.AppName
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	b, closeDB, err := open(ctx, spec)
 	if err != nil {
 		return res, err
 	}
-	defer pool.Close()
-	schema := pgx.Identifier{spec.Schema}.Sanitize()
-	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
-		return res, err
-	}
-	defer func() {
-		_, derr := pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+schema+` CASCADE`)
-		err = errors.Join(err, derr)
-	}()
-	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Schema: spec.Schema})
-	if err != nil {
-		return res, err
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return res, fmt.Errorf("river migrate: %w", err)
-	}
-
-	r := &riverRun{spec: spec, p: spec.P, pool: pool, w: &window{
-		proc: os.Getpid(),
-		pg:   func() []int { return backendPIDs(ctx, pool, spec.AppName) },
-	}}
+	defer func() { err = errors.Join(err, closeDB()) }()
+	r := &riverRun{spec: spec, p: spec.P, db: b, w: &window{proc: os.Getpid(), pg: b.backends}}
 	defer r.close()
 	switch spec.Scenario {
 	case "submit-single":
@@ -108,11 +88,88 @@ func runRiver(ctx context.Context, spec caseSpec) (res caseResult, err error) {
 	return res, err
 }
 
+// riverDB is the database of one River case, behind River's driver for it.
+type riverDB struct {
+	// newClient makes a River client on the database.
+	newClient func(cfg *river.Config) (riverClient, error)
+	// scalar runs a query of one row and one column into dst.
+	scalar func(ctx context.Context, q string, dst any) error
+	// backends lists the PostgreSQL backends of the case (none for SQLite).
+	backends func() []int
+}
+
+// riverClient is what the cases use of a river.Client, whatever its
+// driver's transaction type.
+type riverClient interface {
+	insert(ctx context.Context, args noopArgs, opts *river.InsertOpts) error
+	insertMany(ctx context.Context, ps []river.InsertManyParams) error
+	start(ctx context.Context) error
+	stop(ctx context.Context) error
+	id() string
+}
+
+// clientOf adapts a river.Client of any driver to riverClient.
+type clientOf[TTx any] struct{ c *river.Client[TTx] }
+
+func (a clientOf[TTx]) insert(ctx context.Context, args noopArgs, opts *river.InsertOpts) error {
+	_, err := a.c.Insert(ctx, args, opts)
+	return err
+}
+
+func (a clientOf[TTx]) insertMany(ctx context.Context, ps []river.InsertManyParams) error {
+	_, err := a.c.InsertMany(ctx, ps)
+	return err
+}
+
+func (a clientOf[TTx]) start(ctx context.Context) error { return a.c.Start(ctx) }
+func (a clientOf[TTx]) stop(ctx context.Context) error  { return a.c.Stop(ctx) }
+func (a clientOf[TTx]) id() string                      { return a.c.ID() }
+
+// openRiverPG makes a fresh schema for a River case on PostgreSQL: River's
+// migrations are applied into it, and the pool's search_path is set to it.
+func openRiverPG(ctx context.Context, spec caseSpec) (*riverDB, func() error, error) {
+	pcfg, err := pgxpool.ParseConfig(spec.P.PG)
+	if err != nil {
+		return nil, nil, fmt.Errorf("postgres URL: %w", err)
+	}
+	pcfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{spec.Schema}.Sanitize()
+	pcfg.ConnConfig.RuntimeParams["application_name"] = spec.AppName
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	schema := pgx.Identifier{spec.Schema}.Sanitize()
+	closeDB := func() error {
+		defer pool.Close()
+		_, err := pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+schema+` CASCADE`)
+		return err
+	}
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Schema: spec.Schema})
+	if err == nil {
+		_, err = migrator.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	}
+	if err != nil {
+		return nil, nil, errors.Join(fmt.Errorf("river migrate: %w", err), closeDB())
+	}
+	return &riverDB{
+		newClient: func(cfg *river.Config) (riverClient, error) {
+			c, err := river.NewClient(riverpgxv5.New(pool), cfg)
+			return clientOf[pgx.Tx]{c}, err
+		},
+		scalar:   func(ctx context.Context, q string, dst any) error { return pool.QueryRow(ctx, q).Scan(dst) },
+		backends: func() []int { return backendPIDs(ctx, pool, spec.AppName) },
+	}, closeDB, nil
+}
+
 type riverRun struct {
 	spec    caseSpec
 	p       params
-	pool    *pgxpool.Pool
-	client  *river.Client[pgx.Tx]
+	db      *riverDB
+	client  riverClient
 	started bool
 	w       *window
 }
@@ -132,7 +189,7 @@ func (r *riverRun) open(ctx context.Context, fn func(noopArgs, time.Time)) error
 			cfg.FetchPollInterval = 50 * time.Millisecond
 		}
 	}
-	c, err := river.NewClient(riverpgxv5.New(r.pool), cfg)
+	c, err := r.db.newClient(cfg)
 	if err != nil {
 		return err
 	}
@@ -140,7 +197,7 @@ func (r *riverRun) open(ctx context.Context, fn func(noopArgs, time.Time)) error
 	if fn == nil {
 		return nil
 	}
-	if err := c.Start(ctx); err != nil {
+	if err := c.start(ctx); err != nil {
 		return err
 	}
 	r.started = true
@@ -155,11 +212,11 @@ func (r *riverRun) awaitLeader(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		var leader string
-		err := r.pool.QueryRow(ctx, `SELECT leader_id FROM river_leader`).Scan(&leader)
-		if err == nil && leader == r.client.ID() {
+		err := r.db.scalar(ctx, `SELECT leader_id FROM river_leader`, &leader)
+		if err == nil && leader == r.client.id() {
 			return nil
 		}
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("river leader: %w", err)
 		}
 		if time.Now().After(deadline) {
@@ -173,7 +230,7 @@ func (r *riverRun) close() {
 	if r.started {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = r.client.Stop(ctx)
+		_ = r.client.stop(ctx)
 	}
 }
 
@@ -193,7 +250,7 @@ func (r *riverRun) submit(ctx context.Context, batch, n int) ([]metric, error) {
 				return nil
 			}
 			if batch == 1 {
-				if _, err := r.client.Insert(ctx, noopArgs{SentNS: time.Now().UnixNano()}, nil); err != nil {
+				if err := r.client.insert(ctx, noopArgs{SentNS: time.Now().UnixNano()}, nil); err != nil {
 					return err
 				}
 				continue
@@ -202,7 +259,7 @@ func (r *riverRun) submit(ctx context.Context, batch, n int) ([]metric, error) {
 			for j := range ps {
 				ps[j] = river.InsertManyParams{Args: noopArgs{SentNS: time.Now().UnixNano()}}
 			}
-			if _, err := r.client.InsertMany(ctx, ps); err != nil {
+			if err := r.client.insertMany(ctx, ps); err != nil {
 				return err
 			}
 		}
@@ -240,7 +297,7 @@ func (r *riverRun) e2e(ctx context.Context) ([]metric, error) {
 			for j := range ps {
 				ps[j] = river.InsertManyParams{Args: noopArgs{}}
 			}
-			if _, err := r.client.InsertMany(ctx, ps); err != nil {
+			if err := r.client.insertMany(ctx, ps); err != nil {
 				return err
 			}
 		}
@@ -253,7 +310,7 @@ func (r *riverRun) e2e(ctx context.Context) ([]metric, error) {
 	}
 	for {
 		var completed int
-		if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'completed'`).Scan(&completed); err != nil {
+		if err := r.db.scalar(ctx, `SELECT count(*) FROM river_job WHERE state = 'completed'`, &completed); err != nil {
 			return nil, err
 		}
 		if completed >= n {
@@ -279,8 +336,7 @@ func (r *riverRun) latency(ctx context.Context) ([]metric, error) {
 	time.Sleep(r.p.Warmup)
 	r.w.begin()
 	err := paced(r.p.Rate, total, func() error {
-		_, err := r.client.Insert(ctx, noopArgs{SentNS: time.Now().UnixNano()}, nil)
-		return err
+		return r.client.insert(ctx, noopArgs{SentNS: time.Now().UnixNano()}, nil)
 	})
 	if err != nil {
 		return nil, err
@@ -309,7 +365,7 @@ func (r *riverRun) delayed(ctx context.Context) ([]metric, error) {
 		ps[i] = river.InsertManyParams{Args: noopArgs{DueNS: due.UnixNano()}, InsertOpts: &river.InsertOpts{ScheduledAt: due}}
 	}
 	for i := 0; i < n; i += 1000 {
-		if _, err := r.client.InsertMany(ctx, ps[i:min(n, i+1000)]); err != nil {
+		if err := r.client.insertMany(ctx, ps[i:min(n, i+1000)]); err != nil {
 			return nil, err
 		}
 	}

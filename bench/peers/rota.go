@@ -58,8 +58,11 @@ func startRota(ctx context.Context, bin, pgURL, schema string) (*rotaServer, err
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "server", "--store", pgURL, "--pg-schema", schema, "--listen", addr,
-		"--data", data, "--log-level", "warn")
+	args := []string{"server", "--listen", addr, "--data", data, "--log-level", "warn"}
+	if pgURL != "" {
+		args = append(args, "--store", pgURL, "--pg-schema", schema)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(data)
@@ -119,16 +122,22 @@ func withAppName(pg, app string) (string, error) {
 	return u.String(), nil
 }
 
-// runRota runs one case on a fresh rota server and schema.
+// runRota runs one case on a fresh rota server and schema (system
+// rota-sqlite: a fresh data directory of the embedded store, full
+// durability).
 func runRota(ctx context.Context, bin string, spec caseSpec, admin *pgxpool.Pool, perfDir string, run int) (res caseResult, err error) {
-	pgURL, err := withAppName(spec.P.PG, spec.AppName)
-	if err != nil {
-		return res, err
+	pgURL := ""
+	backends := func() []int { return nil }
+	if spec.System == "rota" {
+		if pgURL, err = withAppName(spec.P.PG, spec.AppName); err != nil {
+			return res, err
+		}
+		defer func() {
+			_, derr := admin.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{spec.Schema}.Sanitize()+` CASCADE`)
+			err = errors.Join(err, derr)
+		}()
+		backends = func() []int { return backendPIDs(ctx, admin, spec.AppName) }
 	}
-	defer func() {
-		_, derr := admin.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{spec.Schema}.Sanitize()+` CASCADE`)
-		err = errors.Join(err, derr)
-	}()
 	srv, err := startRota(ctx, bin, pgURL, spec.Schema)
 	if err != nil {
 		return res, err
@@ -147,7 +156,7 @@ func runRota(ctx context.Context, bin string, spec caseSpec, admin *pgxpool.Pool
 	}
 	r := &rotaRun{spec: spec, p: spec.P, c: c, url: srv.url, w: &window{
 		proc: srv.pid(), bench: os.Getpid(),
-		pg: func() []int { return backendPIDs(ctx, admin, spec.AppName) },
+		pg: backends,
 	}}
 	switch spec.Scenario {
 	case "submit-single":

@@ -17,8 +17,10 @@
 // statements, round trips and commits (package storecost; on the
 // embedded store each commit is one fsync), the row versions and HOT
 // updates PostgreSQL counted (pg_stat_user_tables deltas, PostgreSQL
-// store only) and the process's CPU time (getrusage; the process holds the
-// server and the load and workers together).
+// store only), the process's CPU time (getrusage; the process holds the
+// server and the load and workers together) and its peak RSS during the
+// scenario (VmHWM, reset at the scenario's start through
+// /proc/self/clear_refs; Linux only).
 package bench
 
 import (

@@ -67,6 +67,17 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("%s = %v, want > 0 (rows: %v)", m, costs[m], costs)
 		}
 	}
+	if _, err := os.Stat("/proc/self/status"); err == nil {
+		for _, r := range rows {
+			if r.Scenario == "e2e" && strings.Contains(r.Metric, "peak RSS") {
+				if v := r.Median(); v < 1 || v > 4096 {
+					t.Errorf("%s = %v MiB", r.Metric, v)
+				}
+				return
+			}
+		}
+		t.Errorf("no peak RSS row for e2e:\n%s", out.String())
+	}
 }
 
 // TestRunCostOnPostgreSQL runs the submit scenario on an in-process

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -31,10 +34,13 @@ type meter struct {
 	cost     storecost.Snapshot
 	rows     map[string]storecost.Rows // nil unless the store counts rows
 	cpu      time.Duration             // of this process
+	peakRSS  int64                     // bytes: the process's peak RSS since the previous meter (0: unknown)
 }
 
+// meter reads the counters, and starts a new window of the peak RSS.
 func (b *bench) meter(ctx context.Context) meter {
-	m := meter{requests: b.requests.Load(), cost: b.cost.Snapshot(), cpu: processCPU()}
+	m := meter{requests: b.requests.Load(), cost: b.cost.Snapshot(), cpu: processCPU(), peakRSS: peakRSS()}
+	resetPeakRSS()
 	if b.srv != nil {
 		if rows, ok, err := b.srv.RowWrites(ctx); ok && err == nil {
 			m.rows = rows
@@ -70,6 +76,35 @@ func (b *bench) addCost(ctx context.Context, add addFunc, scn, what string, m0 m
 		add(scn, label("HOT updates"), "", per(r.HotUpdated))
 	}
 	add(scn, label("process CPU (server + load)"), "µs", float64(m.cpu-m0.cpu)/float64(time.Microsecond)/float64(tasks))
+	if m.peakRSS > 0 {
+		add(scn, what+": peak RSS (server + load)", "MiB", float64(m.peakRSS)/(1<<20))
+	}
+}
+
+// peakRSS is the process's peak resident set size (VmHWM) since it started
+// or since the last resetPeakRSS, in bytes; 0 where /proc does not say.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kib << 10
+		}
+	}
+	return 0
+}
+
+// resetPeakRSS starts a new peak RSS window (Linux: "5" written to
+// /proc/self/clear_refs resets VmHWM to the current RSS); elsewhere the
+// peak stays the process's.
+func resetPeakRSS() {
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 }
 
 // processCPU is the CPU time (user + system) this process has used.

@@ -27,7 +27,8 @@ fresh embedded store with full durability (--relaxed to compare), or with --stor
 schema of a PostgreSQL database. Each scenario also reports its cost per task: HTTP requests,
 and for an in-process server the store's statements, round trips and commits (on the
 embedded store each commit is one WAL fsync), PostgreSQL's row versions and HOT updates
-(pg_stat_user_tables deltas) and the process's CPU time. It prints a Markdown table.`,
+(pg_stat_user_tables deltas), the process's CPU time and its peak RSS during the scenario
+(server and load together; Linux). It prints a Markdown table.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd.Flags(), env.Getenv); err != nil {
