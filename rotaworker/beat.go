@@ -40,13 +40,13 @@ func (st *runState) beat(ctx context.Context, msg string, wait time.Duration) be
 		var re *rota.Error
 		if errors.As(err, &re) && re.Field == "wait_seconds" { // unknown_field: an older server
 			st.w.plainBeats.Store(true)
-			st.log.Info("rotaworker: the server cannot hold heartbeats: a stop reaches handlers at their next heartbeat", "err", err)
+			st.log().Info("rotaworker: the server cannot hold heartbeats: a stop reaches handlers at their next heartbeat", "err", err)
 			res, err = c.Heartbeat(hctx, runID, id, msg)
 		}
 	} else {
 		res, err = c.Heartbeat(hctx, runID, id, msg)
 	}
-	st.log.Debug("rotaworker: heartbeat", "took", time.Since(sent), "wait", wait, "err", err)
+	st.log().Debug("rotaworker: heartbeat", "took", time.Since(sent), "wait", wait, "err", err)
 	return beatResult{sent: sent, res: res, err: err}
 }
 
@@ -109,7 +109,7 @@ func (l *runLoop) onBeat(b beatResult) error {
 		}
 		st.renew(b.sent, hb)
 		if b.res.Drain {
-			st.log.Info("rotaworker: the server asked this worker to stop")
+			st.log().Info("rotaworker: the server asked this worker to stop")
 			st.w.graceful()
 		}
 		if b.res.Stop {
@@ -129,7 +129,7 @@ func (l *runLoop) onBeat(b beatResult) error {
 		l.loseLease(err)
 		return err
 	default:
-		st.log.Warn("rotaworker: heartbeat failed", "err", err)
+		st.log().Warn("rotaworker: heartbeat failed", "err", err)
 		return err
 	}
 }

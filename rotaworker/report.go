@@ -112,7 +112,7 @@ func (r *reporter) flush() {
 		keep := retry[:0]
 		for _, p := range retry {
 			if time.Now().Add(d).After(p.lease) {
-				p.st.log.Error("rotaworker: report failed; the server will retry the task when its lease lapses", "report", p.rep.Outcome, "err", err)
+				p.st.log().Error("rotaworker: report failed; the server will retry the task when its lease lapses", "report", p.rep.Outcome, "err", err)
 				close(p.done)
 				continue
 			}
@@ -201,9 +201,9 @@ func (p *pendingReport) settled(err error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, rota.ErrLeaseLost):
-		p.st.log.Info("rotaworker: report refused: the run is no longer this worker's", "report", p.rep.Outcome, "err", err)
+		p.st.log().Info("rotaworker: report refused: the run is no longer this worker's", "report", p.rep.Outcome, "err", err)
 	default:
-		p.st.log.Error("rotaworker: report refused", "report", p.rep.Outcome, "err", err)
+		p.st.log().Error("rotaworker: report refused", "report", p.rep.Outcome, "err", err)
 	}
 	close(p.done)
 }

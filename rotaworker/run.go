@@ -122,7 +122,6 @@ type runState struct {
 	w       *Worker
 	kh      *kindHandler
 	claimed rota.ClaimedRun
-	log     *slog.Logger
 	// start is when the run started on the server, as an instant of the
 	// local monotonic clock (see handedOver): its lease and timeout count
 	// from then.
@@ -134,6 +133,11 @@ type runState struct {
 
 	beatReq  chan beatRequest // Progress asks the run loop for a heartbeat
 	loopDone chan struct{}    // closed when execute returns
+
+	// The run's logger, made at its first use (most runs never log, and
+	// a handler's With formats its attributes).
+	logOnce sync.Once
+	logger  *slog.Logger
 
 	// Set by startRuns before execute: the run took a concurrency slot as it
 	// arrived (else it waits for one).
@@ -153,12 +157,20 @@ func newRunState(w *Worker, kh *kindHandler, cr rota.ClaimedRun, start time.Time
 	}
 	st := &runState{
 		w: w, kh: kh, claimed: cr, start: start,
-		log:     w.log.With("kind", cr.Kind, "task_id", cr.TaskID, "run_id", cr.RunID),
 		beatReq: make(chan beatRequest), loopDone: make(chan struct{}),
 	}
 	st.hb.Store(int64(hb))
 	st.leaseEnd.Store(int64(hb))
 	return st
+}
+
+// log is the run's logger: the worker's with the run's kind, task and run.
+func (st *runState) log() *slog.Logger {
+	st.logOnce.Do(func() {
+		cr := st.claimed
+		st.logger = st.w.log.With("kind", cr.Kind, "task_id", cr.TaskID, "run_id", cr.RunID)
+	})
+	return st.logger
 }
 
 // handedOver converts the instant a run started on the server into the
@@ -222,7 +234,7 @@ func (st *runState) callWithRetries(ctx context.Context) error {
 			return err
 		}
 		st.localRetry++
-		st.log.Warn("rotaworker: handler failed, retrying locally", "err", err,
+		st.log().Warn("rotaworker: handler failed, retrying locally", "err", err,
 			"local_retry", st.localRetry, "max_local_retries", st.w.cfg.MaxLocalRetries)
 	}
 }
@@ -337,7 +349,7 @@ func (l *runLoop) cancelWith(c error) {
 	}
 	l.cause = c
 	l.cancel(c)
-	l.st.log.Info("rotaworker: handler cancelled", "cause", c)
+	l.st.log().Info("rotaworker: handler cancelled", "cause", c)
 	l.waitT = time.NewTimer(l.st.w.cfg.CancelWait)
 	l.waitC = l.waitT.C
 }
@@ -357,7 +369,7 @@ func (l *runLoop) run(done <-chan error, beats <-chan beatResult) {
 			if !l.lost {
 				st.finish(l.base, st.lease(), err, cause)
 			} else {
-				st.log.Info("rotaworker: run abandoned: its lease was lost", "err", err)
+				st.log().Info("rotaworker: run abandoned: its lease was lost", "err", err)
 			}
 			return
 		case b := <-beats:
@@ -418,7 +430,7 @@ func (st *runState) finish(base context.Context, lease time.Time, err error, cau
 	case errors.Is(cause, ErrTimeout):
 		// The server ends the run TIMEOUT at its own deadline (a report now
 		// could reach it just before and record FAILED instead).
-		st.log.Info("rotaworker: run timed out", "err", err)
+		st.log().Info("rotaworker: run timed out", "err", err)
 	default:
 		msg := err.Error()
 		noRetry := IsNoRetry(err)
@@ -452,18 +464,18 @@ func (st *runState) send(base context.Context, lease time.Time, what string, f f
 		case err == nil:
 			return
 		case errors.Is(err, rota.ErrLeaseLost):
-			st.log.Info("rotaworker: report refused: the run is no longer this worker's", "report", what, "err", err)
+			st.log().Info("rotaworker: report refused: the run is no longer this worker's", "report", what, "err", err)
 			return
 		case errors.As(err, &re) && re.Code != rota.CodeUnavailable:
-			st.log.Error("rotaworker: report refused", "report", what, "err", err)
+			st.log().Error("rotaworker: report refused", "report", what, "err", err)
 			return
 		}
 		d := backoff(attempt)
 		if time.Now().Add(d).After(lease) {
-			st.log.Error("rotaworker: report failed; the server will retry the task when its lease lapses", "report", what, "err", err)
+			st.log().Error("rotaworker: report failed; the server will retry the task when its lease lapses", "report", what, "err", err)
 			return
 		}
-		st.log.Warn("rotaworker: report failed, retrying", "report", what, "err", err, "retry_in", d)
+		st.log().Warn("rotaworker: report failed, retrying", "report", what, "err", err, "retry_in", d)
 		time.Sleep(d)
 	}
 }

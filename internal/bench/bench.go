@@ -20,7 +20,10 @@
 // store only), the process's CPU time (getrusage; the process holds the
 // server and the load and workers together) and its peak RSS during the
 // scenario (VmHWM, reset at the scenario's start through
-// /proc/self/clear_refs; Linux only).
+// /proc/self/clear_refs; Linux only). A server measured with --server is
+// another process: its CPU per 1,000 tasks and its peak RSS (sampled every
+// 100 ms) come from its /metrics (process_cpu_seconds_total,
+// process_resident_memory_bytes).
 package bench
 
 import (
@@ -146,6 +149,10 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		return nil, err
 	}
 	b.url, b.c = url, client
+	if cfg.Server != "" {
+		b.remote = startRemote(ctx, url, &http.Client{Transport: tr})
+		defer b.remote.stop()
+	}
 	var rows rowSet
 	for run := 1; run <= cfg.Runs; run++ {
 		for _, scn := range cfg.Scenarios {
@@ -283,6 +290,7 @@ type bench struct {
 	srv      *server.Server     // the in-process server; nil for --server
 	cost     *storecost.Counter // its store's counter; nil for --server
 	requests atomic.Int64       // HTTP requests sent by the client
+	remote   *remoteServer      // the --server's process metrics; nil for an in-process server
 }
 
 type addFunc func(scenario, metric, unit string, v float64)

@@ -3,10 +3,13 @@ package bench
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rotahq/rota/internal/server"
 )
 
 func TestMedianAndPercentiles(t *testing.T) {
@@ -121,4 +124,48 @@ func costRows(rows []Row) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// TestRunRemoteServerCost measures a server in its own process (--server):
+// its CPU per 1,000 tasks and its peak RSS come from its /metrics.
+func TestRunRemoteServerCost(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv, err := server.New(ctx, server.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Relaxed: true,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop(context.WithoutCancel(ctx)) })
+	var out bytes.Buffer
+	rows, err := Run(ctx, Config{Server: "http://" + srv.Addr(), Scenarios: []string{"e2e"}, Runs: 1,
+		E2ETasks: 300, Concurrency: 16, Out: &out})
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	got := map[string]float64{}
+	for _, r := range rows {
+		got[r.Metric] = r.Median()
+	}
+	if v := got["submit, claim, complete: server CPU per 1,000 tasks"]; v <= 0 {
+		t.Errorf("server CPU per 1,000 tasks = %v\n%s", v, out.String())
+	}
+	if v := got["submit, claim, complete: server peak RSS (sampled every 100 ms)"]; v < 1 || v > 4096 {
+		t.Errorf("server peak RSS = %v MiB\n%s", v, out.String())
+	}
+}
+
+func TestParseProcessMetrics(t *testing.T) {
+	t.Parallel()
+	body := "# HELP process_cpu_seconds_total x\nprocess_cpu_seconds_total 12.5\nprocess_resident_memory_bytes 4.2e+07\ngo_goroutines 9\n"
+	cpu, rss, ok := parseProcessMetrics(strings.NewReader(body))
+	if !ok || cpu != 12.5 || rss != 4.2e7 {
+		t.Errorf("parse = %v, %v, %v", cpu, rss, ok)
+	}
+	if _, _, ok := parseProcessMetrics(strings.NewReader("go_goroutines 9\n")); ok {
+		t.Error("parse of a body without the process metrics: ok")
+	}
 }

@@ -1,12 +1,15 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -35,12 +38,21 @@ type meter struct {
 	rows     map[string]storecost.Rows // nil unless the store counts rows
 	cpu      time.Duration             // of this process
 	peakRSS  int64                     // bytes: the process's peak RSS since the previous meter (0: unknown)
+	// Of a server measured with --server, from its /metrics (Prometheus's
+	// process collector): CPU seconds, and the largest RSS sampled since
+	// the previous meter; ok false when it could not be read.
+	remoteCPU float64
+	remoteRSS float64
+	remoteOK  bool
 }
 
 // meter reads the counters, and starts a new window of the peak RSS.
 func (b *bench) meter(ctx context.Context) meter {
 	m := meter{requests: b.requests.Load(), cost: b.cost.Snapshot(), cpu: processCPU(), peakRSS: peakRSS()}
 	resetPeakRSS()
+	if b.remote != nil {
+		m.remoteCPU, m.remoteRSS, m.remoteOK = b.remote.read(ctx)
+	}
 	if b.srv != nil {
 		if rows, ok, err := b.srv.RowWrites(ctx); ok && err == nil {
 			m.rows = rows
@@ -60,7 +72,13 @@ func (b *bench) addCost(ctx context.Context, add addFunc, scn, what string, m0 m
 	label := func(s string) string { return fmt.Sprintf("%s: %s per task", what, s) }
 	add(scn, label("HTTP requests"), "", per(m.requests-m0.requests))
 	if b.srv == nil {
-		return // the store and the CPU are another process's
+		// The store is another process's; its CPU and memory are what its
+		// /metrics say.
+		if m.remoteOK && m0.remoteOK {
+			add(scn, what+": server CPU per 1,000 tasks", "s", (m.remoteCPU-m0.remoteCPU)*1000/float64(tasks))
+			add(scn, what+": server peak RSS (sampled every 100 ms)", "MiB", m.remoteRSS/(1<<20))
+		}
+		return
 	}
 	d := m.cost.Sub(m0.cost).Total()
 	add(scn, label("store statements"), "", per(d.Statements))
@@ -126,4 +144,103 @@ func dropSchema(ctx context.Context, url, schema string) {
 	}
 	defer conn.Close(ctx)
 	_, _ = conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+}
+
+// remoteServer samples the process metrics of a server measured with
+// --server: its RSS every 100 ms (the peak of each window), its CPU time
+// when read.
+type remoteServer struct {
+	// Immutable.
+	url string
+	hc  *http.Client
+
+	mu      sync.Mutex // guards peak
+	peak    float64    // the largest RSS sampled since the last read
+	stopped chan struct{}
+	done    chan struct{}
+}
+
+// startRemote starts sampling the server at url; stop ends it.
+func startRemote(ctx context.Context, url string, hc *http.Client) *remoteServer {
+	r := &remoteServer{url: url, hc: hc, stopped: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if _, rss, ok := r.scrape(ctx); ok {
+				r.mu.Lock()
+				r.peak = max(r.peak, rss)
+				r.mu.Unlock()
+			}
+			select {
+			case <-t.C:
+			case <-r.stopped:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return r
+}
+
+func (r *remoteServer) stop() {
+	close(r.stopped)
+	<-r.done
+}
+
+// read returns the server's CPU seconds and the peak RSS sampled since the
+// previous read (the current one included), and starts a new window.
+func (r *remoteServer) read(ctx context.Context) (cpu, peak float64, ok bool) {
+	cpu, rss, ok := r.scrape(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	peak, r.peak = max(r.peak, rss), rss
+	return cpu, peak, ok
+}
+
+// scrape reads process_cpu_seconds_total and process_resident_memory_bytes
+// from the server's /metrics.
+func (r *remoteServer) scrape(ctx context.Context) (cpu, rss float64, ok bool) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url+"/metrics", nil)
+	if err != nil {
+		return 0, 0, false
+	}
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		return 0, 0, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, false
+	}
+	return parseProcessMetrics(resp.Body)
+}
+
+// parseProcessMetrics finds the CPU and RSS samples of Prometheus's process
+// collector in a text exposition.
+func parseProcessMetrics(body io.Reader) (cpu, rss float64, ok bool) {
+	var seenCPU, seenRSS bool
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, found := strings.Cut(sc.Text(), " ")
+		if !found {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "process_cpu_seconds_total":
+			cpu, seenCPU = v, true
+		case "process_resident_memory_bytes":
+			rss, seenRSS = v, true
+		}
+	}
+	return cpu, rss, seenCPU && seenRSS
 }

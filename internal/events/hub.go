@@ -46,8 +46,14 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultRetention        = 10 * time.Minute
-	DefaultMaxEvents        = 100_000
+	DefaultRetention = 10 * time.Minute
+	DefaultMaxEvents = 100_000
+	// DefaultMaxEventsWithLog caps the buffer of a Hub with a Log: older
+	// events are read back from the Log, so the buffer only spares it the
+	// reads of streams that reconnect soon (each entry is ~0.3 KiB plus its
+	// strings: 10,000 are ~4 MiB, 100,000 were a third of the server's
+	// memory under load).
+	DefaultMaxEventsWithLog = 10_000
 	DefaultSubscriberBuffer = 1024
 	DefaultHeartbeat        = 15 * time.Second
 	DefaultRetry            = 2 * time.Second
@@ -88,8 +94,9 @@ type Config struct {
 	// (default DefaultRetention, 10 minutes). With a Log older events are
 	// read back from it.
 	Retention time.Duration
-	// MaxEvents caps the buffer (default DefaultMaxEvents, 100,000): the
-	// oldest events go first when it is full.
+	// MaxEvents caps the buffer (default DefaultMaxEventsWithLog, 10,000,
+	// with a Log, else DefaultMaxEvents, 100,000): the oldest events go
+	// first when it is full.
 	MaxEvents int
 	// SubscriberBuffer is the capacity of each subscriber's channel
 	// (default DefaultSubscriberBuffer).
@@ -170,6 +177,9 @@ type Hub struct {
 func New(cfg Config) (*Hub, error) {
 	if cfg.Retention <= 0 {
 		cfg.Retention = DefaultRetention
+	}
+	if cfg.MaxEvents <= 0 && cfg.Log != nil {
+		cfg.MaxEvents = DefaultMaxEventsWithLog
 	}
 	if cfg.MaxEvents <= 0 {
 		cfg.MaxEvents = DefaultMaxEvents
