@@ -3,9 +3,11 @@ package cli
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,7 +27,12 @@ type serverFlags struct {
 	logFormat  string
 	grace      time.Duration
 	debug      string
+	memLimit   int64 // MiB; 0: none
 }
+
+// DefaultMemoryLimitMiB is rota server's default soft memory limit (see
+// --memory-limit-mib).
+const DefaultMemoryLimitMiB = 64
 
 func newServerCmd(env Env) *cobra.Command {
 	var sf serverFlags
@@ -76,6 +83,7 @@ func (sf *serverFlags) define(f *pflag.FlagSet) {
 	defineLimitFlags(f, &sf.cfg.Limits)
 	f.StringVar(&sf.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&sf.logFormat, "log-format", "text", "log format: text or json")
+	f.Int64Var(&sf.memLimit, "memory-limit-mib", DefaultMemoryLimitMiB, "soft limit of the Go runtime's memory in MiB (debug.SetMemoryLimit): the garbage collector runs more often near it instead of letting the heap grow to twice what is live; it never refuses memory (past it the GC takes at most about half the CPU). 0: none. Ignored when GOMEMLIMIT is set")
 	f.StringVar(&sf.debug, "debug-listen", "", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off when empty; loopback addresses only (it has no authentication)")
 }
 
@@ -96,6 +104,9 @@ func (sf *serverFlags) run(ctx context.Context, env Env) error {
 	}
 	logger, err := newLogger(env.Stderr, sf.logLevel, sf.logFormat)
 	if err != nil {
+		return err
+	}
+	if err := sf.applyMemoryLimit(env, logger); err != nil {
 		return err
 	}
 	sf.cfg.Logger = logger
@@ -128,6 +139,22 @@ func (sf *serverFlags) run(ctx context.Context, env Env) error {
 		serveErr = err
 	}
 	return serveErr
+}
+
+// applyMemoryLimit sets the process's soft memory limit from
+// --memory-limit-mib unless GOMEMLIMIT set one (the runtime read it at
+// start).
+func (sf *serverFlags) applyMemoryLimit(env Env, logger *slog.Logger) error {
+	switch {
+	case sf.memLimit < 0:
+		return usageError("--memory-limit-mib %d: want 0 (none) or more", sf.memLimit)
+	case env.Getenv("GOMEMLIMIT") != "":
+		logger.Info("memory limit from GOMEMLIMIT", "limit_bytes", debug.SetMemoryLimit(-1))
+	case sf.memLimit > 0:
+		debug.SetMemoryLimit(sf.memLimit << 20)
+		logger.Debug("memory limit", "mib", sf.memLimit)
+	}
+	return nil
 }
 
 // defineLimitFlags defines the flags of the server's resource bounds
