@@ -13,7 +13,7 @@
 //     (handler start − due time) p50/p99/max.
 //
 // Each scenario also reports its cost per task: HTTP requests (counted in
-// the client), and, when the server runs in this process, the store's
+// the client; the claims, reports and heartbeats among them), and, when the server runs in this process, the store's
 // statements, round trips and commits (package storecost; on the
 // embedded store each commit is one fsync), the row versions and HOT
 // updates PostgreSQL counted (pg_stat_user_tables deltas, PostgreSQL
@@ -289,7 +289,7 @@ type bench struct {
 	c        *rotaclient.Client
 	srv      *server.Server     // the in-process server; nil for --server
 	cost     *storecost.Counter // its store's counter; nil for --server
-	requests atomic.Int64       // HTTP requests sent by the client
+	requests requestCounts      // HTTP requests sent by the client
 	remote   *remoteServer      // the --server's process metrics; nil for an in-process server
 }
 

@@ -63,6 +63,10 @@ func TestRunSmall(t *testing.T) {
 	if v, ok := costs["submit/single requests: HTTP requests per task"]; !ok || v != 1 {
 		t.Errorf("single requests: HTTP requests per task = %v (%v), want 1", v, ok)
 	}
+	claims, reports := costs["e2e/submit, claim, complete: HTTP requests: claims per task"], costs["e2e/submit, claim, complete: HTTP requests: reports per task"]
+	if claims <= 0 || claims > 1 || reports <= 0 || reports > 1 {
+		t.Errorf("e2e: claims %v, reports %v per task, want in (0, 1]", claims, reports)
+	}
 	for _, m := range []string{"e2e/submit, claim, complete: store statements per task",
 		"e2e/submit, claim, complete: store commits (= WAL fsyncs) per task",
 		"e2e/submit, claim, complete: process CPU (server + load) per task"} {

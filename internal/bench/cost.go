@@ -19,21 +19,43 @@ import (
 	"github.com/rotahq/rota/internal/store/storecost"
 )
 
-// countingTransport counts the HTTP requests it sends.
+// countingTransport counts the HTTP requests it sends, and the claims,
+// reports and heartbeats among them.
 type countingTransport struct {
 	rt http.RoundTripper
-	n  *atomic.Int64
+	n  *requestCounts
+}
+
+// requestCounts are the requests a countingTransport sent.
+type requestCounts struct {
+	all, claims, reports, beats atomic.Int64
 }
 
 // RoundTrip implements http.RoundTripper.
 func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	t.n.Add(1)
+	t.n.all.Add(1)
+	switch p := r.URL.Path; {
+	case p == "/api/workers/claim":
+		t.n.claims.Add(1)
+	case strings.HasSuffix(p, "/heartbeat"):
+		t.n.beats.Add(1)
+	case p == "/api/runs/reports" || strings.HasPrefix(p, "/api/runs/") &&
+		(strings.HasSuffix(p, "/succeed") || strings.HasSuffix(p, "/fail") || strings.HasSuffix(p, "/release")):
+		t.n.reports.Add(1)
+	}
 	return t.rt.RoundTrip(r)
+}
+
+// requestsSnapshot is requestCounts at one instant.
+type requestsSnapshot struct{ all, claims, reports, beats int64 }
+
+func (c *requestCounts) snapshot() requestsSnapshot {
+	return requestsSnapshot{c.all.Load(), c.claims.Load(), c.reports.Load(), c.beats.Load()}
 }
 
 // meter is the cost counters at one instant.
 type meter struct {
-	requests int64
+	requests requestsSnapshot
 	cost     storecost.Snapshot
 	rows     map[string]storecost.Rows // nil unless the store counts rows
 	cpu      time.Duration             // of this process
@@ -48,7 +70,7 @@ type meter struct {
 
 // meter reads the counters, and starts a new window of the peak RSS.
 func (b *bench) meter(ctx context.Context) meter {
-	m := meter{requests: b.requests.Load(), cost: b.cost.Snapshot(), cpu: processCPU(), peakRSS: peakRSS()}
+	m := meter{requests: b.requests.snapshot(), cost: b.cost.Snapshot(), cpu: processCPU(), peakRSS: peakRSS()}
 	resetPeakRSS()
 	if b.remote != nil {
 		m.remoteCPU, m.remoteRSS, m.remoteOK = b.remote.read(ctx)
@@ -70,7 +92,12 @@ func (b *bench) addCost(ctx context.Context, add addFunc, scn, what string, m0 m
 	m := b.meter(ctx)
 	per := func(v int64) float64 { return float64(v) / float64(tasks) }
 	label := func(s string) string { return fmt.Sprintf("%s: %s per task", what, s) }
-	add(scn, label("HTTP requests"), "", per(m.requests-m0.requests))
+	add(scn, label("HTTP requests"), "", per(m.requests.all-m0.requests.all))
+	if d := m.requests.claims - m0.requests.claims + m.requests.reports - m0.requests.reports; d > 0 {
+		add(scn, label("HTTP requests: claims"), "", per(m.requests.claims-m0.requests.claims))
+		add(scn, label("HTTP requests: reports"), "", per(m.requests.reports-m0.requests.reports))
+		add(scn, label("HTTP requests: heartbeats"), "", per(m.requests.beats-m0.requests.beats))
+	}
 	if b.srv == nil {
 		// The store is another process's; its CPU and memory are what its
 		// /metrics say.
