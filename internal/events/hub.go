@@ -65,8 +65,13 @@ const (
 
 // appendBatch is the most events one append writes; readBatch the most one
 // read of the tailer (or of a replay) asks for.
+//
+// An append shares the store's writer with the submits that publish the
+// events (on the embedded store, one writer): at 1,000 a batch the
+// appender fell behind batch submits of 1,000 tasks from a few clients, and
+// its backlog filled MaxPending (~40 MiB) and dropped events.
 const (
-	appendBatch = 1000
+	appendBatch = 10_000
 	readBatch   = 1000
 )
 
