@@ -106,8 +106,8 @@ func (sf *serverFlags) run(ctx context.Context, env Env) error {
 	if err != nil {
 		return err
 	}
-	if err := sf.applyMemoryLimit(env, logger); err != nil {
-		return err
+	if sf.memLimit < 0 {
+		return usageError("--memory-limit-mib %d: want 0 (none) or more", sf.memLimit)
 	}
 	sf.cfg.Logger = logger
 	srv, err := server.New(ctx, sf.cfg)
@@ -118,6 +118,7 @@ func (sf *serverFlags) run(ctx context.Context, env Env) error {
 		srv.Stop(context.WithoutCancel(ctx))
 		return err
 	}
+	sf.applyMemoryLimit(env, logger)
 	if sf.debug != "" {
 		stop, err := serveDebug(sf.debug, logger.Error)
 		if err != nil {
@@ -142,19 +143,17 @@ func (sf *serverFlags) run(ctx context.Context, env Env) error {
 }
 
 // applyMemoryLimit sets the process's soft memory limit from
-// --memory-limit-mib unless GOMEMLIMIT set one (the runtime read it at
-// start).
-func (sf *serverFlags) applyMemoryLimit(env Env, logger *slog.Logger) error {
+// --memory-limit-mib (validated by run) unless GOMEMLIMIT set one (the
+// runtime read it at start). run calls it once the server started, so that
+// a server that fails to start leaves the process as it was.
+func (sf *serverFlags) applyMemoryLimit(env Env, logger *slog.Logger) {
 	switch {
-	case sf.memLimit < 0:
-		return usageError("--memory-limit-mib %d: want 0 (none) or more", sf.memLimit)
 	case env.Getenv("GOMEMLIMIT") != "":
 		logger.Info("memory limit from GOMEMLIMIT", "limit_bytes", debug.SetMemoryLimit(-1))
 	case sf.memLimit > 0:
 		debug.SetMemoryLimit(sf.memLimit << 20)
 		logger.Debug("memory limit", "mib", sf.memLimit)
 	}
-	return nil
 }
 
 // defineLimitFlags defines the flags of the server's resource bounds

@@ -25,7 +25,7 @@ func TestServerKindsFile(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	var out, errb syncBuffer
-	args := []string{"server", "--listen", addr, "--data", t.TempDir(), "--durability", "relaxed", "--log-level", "error",
+	args := []string{"server", "--listen", addr, "--data", t.TempDir(), "--durability", "relaxed", "--log-level", "error", "--memory-limit-mib", "0",
 		"--kinds-file", file, "--strict-kinds"}
 	go func() {
 		done <- Run(ctx, args, Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})

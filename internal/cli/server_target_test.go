@@ -40,7 +40,7 @@ func TestServerTargetAllow(t *testing.T) {
 			addr := freeAddr(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan int, 1)
-			args := append([]string{"server", "--listen", addr, "--data", t.TempDir(), "--durability", "relaxed", "--log-level", "error"}, tc.args...)
+			args := append([]string{"server", "--listen", addr, "--data", t.TempDir(), "--durability", "relaxed", "--log-level", "error", "--memory-limit-mib", "0"}, tc.args...)
 			var out, errb syncBuffer
 			go func() {
 				done <- Run(ctx, args, Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return tc.env[k] }})
