@@ -69,10 +69,12 @@ const (
 // An append shares the store's writer with the submits that publish the
 // events (on the embedded store, one writer): at 1,000 a batch the
 // appender fell behind batch submits of 1,000 tasks from a few clients, and
-// its backlog filled MaxPending (~40 MiB) and dropped events.
+// its backlog filled MaxPending (~40 MiB) and dropped events. A read asks
+// for as many, so that a reader of a store that keeps an append as one
+// chunk (PostgreSQL) decodes each chunk once, not once per thousand.
 const (
 	appendBatch = 10_000
-	readBatch   = 1000
+	readBatch   = appendBatch
 )
 
 // ErrSlow ends a subscription whose channel was full when an event had to
