@@ -49,8 +49,9 @@ func LeaseLostError(runID, why string) error {
 }
 
 // TaskColumns are the columns of the tasks table a TaskScan reads, in the
-// order of TaskScan.Dest.
-const TaskColumns = `id, kind, level, payload, key, status, done, avail, attempt, failures, successes, running,
+// order of TaskScan.Dest. "key" is quoted: it is a reserved word in MySQL
+// (which mysqlstore runs with ANSI_QUOTES).
+const TaskColumns = `id, kind, level, payload, "key", status, done, avail, attempt, failures, successes, running,
 	max_retries, workers, worker_ids, timeout_s, hb_timeout_s, stop_requested, created_at, run_at,
 	start_time, end_time, worker_address, message, result, schedule_id, fire_time`
 
@@ -197,7 +198,7 @@ func taskFilter(p TaskListParams, withStatus bool, placeholder func(n int) strin
 		where = append(where, "status IN ("+strings.Join(in, ", ")+")")
 	}
 	if p.Key != "" {
-		where = append(where, "key = "+ph(p.Key))
+		where = append(where, `"key" = `+ph(p.Key))
 	}
 	if p.Priority != "" {
 		where = append(where, "level = "+ph(p.Priority.Level()))
@@ -211,7 +212,7 @@ func taskFilter(p TaskListParams, withStatus bool, placeholder func(n int) strin
 	if p.Search != "" {
 		like := "%" + likeEscaper.Replace(strings.ToLower(p.Search)) + "%"
 		where = append(where, "(id = "+ph(strings.ToLower(p.Search))+
-			" OR lower(key) LIKE "+ph(like)+` ESCAPE '\'`+
+			` OR lower("key") LIKE `+ph(like)+` ESCAPE '\'`+
 			" OR lower(message) LIKE "+ph(like)+` ESCAPE '\')`)
 	}
 	return where, args
