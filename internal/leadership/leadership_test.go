@@ -18,6 +18,8 @@ import (
 
 	"github.com/rotahq/rota/internal/clock"
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/mysqlstore"
+	"github.com/rotahq/rota/internal/store/mysqlstore/mysqltest"
 	"github.com/rotahq/rota/internal/store/pgstore"
 	"github.com/rotahq/rota/internal/store/sqlitestore"
 )
@@ -31,7 +33,8 @@ func TestMain(m *testing.M) {
 const ttl = 8 * time.Second // tick 2 s: Leading holds until 4 s after a round
 
 // backends opens a fresh, shared-by-the-test store of each backend:
-// SQLite always, PostgreSQL from ROTA_TEST_POSTGRES (required, as in CI).
+// SQLite always, PostgreSQL from ROTA_TEST_POSTGRES and MySQL/MariaDB from
+// ROTA_TEST_MYSQL (both required, as in CI).
 func backends(t *testing.T) map[string]func(t *testing.T) store.Store {
 	return map[string]func(t *testing.T) store.Store{
 		"sqlite": func(t *testing.T) store.Store {
@@ -43,7 +46,23 @@ func backends(t *testing.T) map[string]func(t *testing.T) store.Store {
 			return st
 		},
 		"postgres": openPostgres,
+		"mysql":    openMySQL,
 	}
+}
+
+// openMySQL opens a store in a database of its own, dropped at the end
+// (ROTA_TEST_MYSQL, the local MariaDB by default).
+func openMySQL(t *testing.T) store.Store {
+	t.Helper()
+	db := mysqltest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := mysqlstore.New(ctx, mysqlstore.Config{URL: mysqltest.URL(), Database: db, NodeID: "test"})
+	if err != nil {
+		t.Fatalf("MySQL (set ROTA_TEST_MYSQL to a reachable one): %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 func postgresURL() string {

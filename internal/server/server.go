@@ -29,6 +29,7 @@ import (
 	"github.com/rotahq/rota/internal/metrics"
 	"github.com/rotahq/rota/internal/netguard"
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/mysqlstore"
 	"github.com/rotahq/rota/internal/store/pgstore"
 	"github.com/rotahq/rota/internal/store/sqlitestore"
 	"github.com/rotahq/rota/internal/store/storecost"
@@ -47,7 +48,9 @@ type Config struct {
 	DataDir string
 	// Store selects the backend: "" or "sqlite" for the embedded store in
 	// DataDir, "sqlite:PATH" for another file, or a PostgreSQL URL
-	// ("postgres://user@host/db") for a store shared by several nodes.
+	// ("postgres://user@host/db") or a MySQL/MariaDB URL
+	// ("mysql://user:pass@host:3306/db", "mariadb://...") for a store shared
+	// by several nodes.
 	Store string
 	// Registry, when set (etcd://host:2379[,host:2379][/prefix]), keeps
 	// node membership and leader election in etcd instead of the store
@@ -397,8 +400,10 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 		return sqlitestore.New(ctx, sqlitestore.Config{Path: strings.TrimPrefix(cfg.Store, "sqlite:"), Relaxed: cfg.Relaxed, Cost: cfg.Cost})
 	case strings.HasPrefix(cfg.Store, "postgres://"), strings.HasPrefix(cfg.Store, "postgresql://"):
 		return pgstore.New(ctx, pgstore.Config{URL: cfg.Store, Schema: cfg.PGSchema, NodeID: cfg.NodeID, Logger: cfg.Logger, Cost: cfg.Cost})
+	case strings.HasPrefix(cfg.Store, "mysql://"), strings.HasPrefix(cfg.Store, "mariadb://"):
+		return mysqlstore.New(ctx, mysqlstore.Config{URL: cfg.Store, NodeID: cfg.NodeID, Logger: cfg.Logger, Cost: cfg.Cost})
 	}
-	return nil, fmt.Errorf("unknown store %q: use sqlite, sqlite:PATH or a postgres:// URL", cfg.Store)
+	return nil, fmt.Errorf("unknown store %q: use sqlite, sqlite:PATH, a postgres:// or a mysql:// (mariadb://) URL", cfg.Store)
 }
 
 // Start binds the listen address (failing at once if it is taken), starts

@@ -170,8 +170,10 @@ func (s *Store) WorkerPrune(ctx context.Context, p store.WorkerPruneParams) (int
 	var n int64
 	err := s.tx(ctx, "prune workers", func(t *txn) error {
 		var err error
-		n, err = t.affected(`DELETE FROM workers w WHERE w.last_seen < ? AND w.last_seen + w.last_wait_ms < ?
-			AND `+runningOf+` = 0 ORDER BY w.last_seen LIMIT ?`, ms(p.SeenBefore), ms(p.SeenBefore), limit)
+		// A single-table DELETE (ORDER BY, LIMIT) takes no alias.
+		n, err = t.affected(`DELETE FROM workers WHERE last_seen < ? AND last_seen + last_wait_ms < ?
+			AND `+strings.ReplaceAll(runningOf, "w.id", "workers.id")+` = 0 ORDER BY last_seen LIMIT ?`,
+			ms(p.SeenBefore), ms(p.SeenBefore), limit)
 		return wrap("prune workers", err)
 	})
 	return int(n), err
