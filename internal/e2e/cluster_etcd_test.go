@@ -11,12 +11,12 @@ import (
 
 func TestLeaderKilledHandsOverEtcd(t *testing.T) {
 	t.Parallel()
-	schema, reg := freshSchema(t), etcdtest.URL(etcdtest.Start(t), "")
+	schema, reg := clusterDBs()["postgres"](t), etcdtest.URL(etcdtest.Start(t), "")
 	leaderKilledHandsOver(t, func(id string) *clusterNode { return startNode(t, schema, id, "--registry", reg) })
 }
 
 func TestClusterThreeNodesEtcd(t *testing.T) {
 	t.Parallel()
-	schema, reg := freshSchema(t), etcdtest.URL(etcdtest.Start(t), "")
+	schema, reg := clusterDBs()["postgres"](t), etcdtest.URL(etcdtest.Start(t), "")
 	clusterThreeNodes(t, func(id string) *clusterNode { return startNode(t, schema, id, "--registry", reg) })
 }

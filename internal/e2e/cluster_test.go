@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/rotahq/rota/internal/store/mysqlstore/mysqltest"
 )
 
 // postgresURL is the database the cluster tests share (a schema each).
@@ -48,17 +50,46 @@ func freshSchema(t *testing.T) string {
 	return schema
 }
 
+// clusterDB is a fresh database that the nodes of a cluster test share:
+// the server flags that name it.
+type clusterDB []string
+
+// clusterDBs are the shared stores the cluster tests run on, by name: a
+// PostgreSQL schema and a MySQL/MariaDB database (ROTA_TEST_MYSQL, the
+// local MariaDB by default), each fresh.
+func clusterDBs() map[string]func(t *testing.T) clusterDB {
+	return map[string]func(t *testing.T) clusterDB{
+		"postgres": func(t *testing.T) clusterDB {
+			return clusterDB{"--store", postgresURL(), "--pg-schema", freshSchema(t)}
+		},
+		"mysql": func(t *testing.T) clusterDB {
+			return clusterDB{"--store", mysqltest.URLFor(t, mysqltest.NewDatabase(t))}
+		},
+	}
+}
+
+// eachClusterDB runs fn as a parallel subtest on each shared store.
+func eachClusterDB(t *testing.T, fn func(t *testing.T, db clusterDB)) {
+	for name, fresh := range clusterDBs() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, fresh(t))
+		})
+	}
+}
+
 type clusterNode struct {
 	id   string
 	addr string
 	p    *proc
 }
 
-func startNode(t *testing.T, schema, id string, extra ...string) *clusterNode {
+func startNode(t *testing.T, db clusterDB, id string, extra ...string) *clusterNode {
 	t.Helper()
 	addr := freePort(t)
-	args := append([]string{"--store", postgresURL(), "--pg-schema", schema, "--node-id", id,
-		"--leader-lease", "2s", "--retry-backoff", "50ms", "--log-format", "json", "--log-level", "info"}, extra...)
+	args := append(append([]string{}, db...), "--node-id", id,
+		"--leader-lease", "2s", "--retry-backoff", "50ms", "--log-format", "json", "--log-level", "info")
+	args = append(args, extra...)
 	p := startServer(t, addr, t.TempDir(), args...)
 	return &clusterNode{id: id, addr: addr, p: p}
 }
@@ -115,8 +146,9 @@ func leadershipLog(p *proc) []leadershipChange {
 // which nodes acted as leader (ran the periodic duties) never overlap.
 func TestLeaderKilledHandsOver(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
-	leaderKilledHandsOver(t, func(id string) *clusterNode { return startNode(t, schema, id) })
+	eachClusterDB(t, func(t *testing.T, db clusterDB) {
+		leaderKilledHandsOver(t, func(id string) *clusterNode { return startNode(t, db, id) })
+	})
 }
 
 // leaderKilledHandsOver is TestLeaderKilledHandsOver on the nodes start
@@ -208,13 +240,14 @@ func leaderKilledHandsOver(t *testing.T, start func(id string) *clusterNode) {
 }
 
 // TestClusterThreeNodes runs 10,000 tasks on three nodes sharing one
-// PostgreSQL, with workers spread over them; one node and one worker are
+// database (PostgreSQL; MySQL/MariaDB), with workers spread over them; one node and one worker are
 // killed with SIGKILL mid-run. Every task must end SUCCESS, none lost, and
 // every task run more than once must owe it to a run that lapsed.
 func TestClusterThreeNodes(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
-	clusterThreeNodes(t, func(id string) *clusterNode { return startNode(t, schema, id) })
+	eachClusterDB(t, func(t *testing.T, db clusterDB) {
+		clusterThreeNodes(t, func(id string) *clusterNode { return startNode(t, db, id) })
+	})
 }
 
 // clusterThreeNodes is TestClusterThreeNodes on the nodes start makes.

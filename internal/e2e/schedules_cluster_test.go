@@ -153,7 +153,7 @@ func TestSchedulesLeaderKilled(t *testing.T) {
 		{name: "CATCH_UP_LIMITED/3", count: 10, policy: rota.MisfireCatchUpLimited, limit: 3},
 	}
 	testStart := time.Now()
-	schema := freshSchema(t)
+	schema := clusterDBs()["postgres"](t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	nodes := []*clusterNode{

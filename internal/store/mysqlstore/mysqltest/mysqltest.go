@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -90,4 +91,15 @@ func Exec(tb testing.TB, name, query string, args ...any) {
 	if _, err := conn.ExecContext(tb.Context(), query, args...); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// URLFor is URL with database name in place of its own.
+func URLFor(tb testing.TB, name string) string {
+	tb.Helper()
+	u, err := url.Parse(URL())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }
