@@ -17,14 +17,13 @@ func (s *Store) EventAppend(ctx context.Context, evs []rota.Event) (uint64, erro
 	if len(evs) == 0 {
 		return 0, nil
 	}
-	vals := make([]string, len(evs))
 	data := make([]string, len(evs))
 	for i, ev := range evs {
 		b, err := store.EncodeEvent(ev)
 		if err != nil {
 			return 0, err
 		}
-		vals[i], data[i] = "(@first + ?, ?, ?)", string(b)
+		data[i] = string(b)
 	}
 	var last int64
 	err := s.tx(ctx, "append events", func(t *txn) error {

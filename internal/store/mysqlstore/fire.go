@@ -2,7 +2,6 @@ package mysqlstore
 
 import (
 	"context"
-	"errors"
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
@@ -20,6 +19,7 @@ func (s *Store) ScheduleFire(ctx context.Context, ps []store.ScheduleFireParams)
 				}
 			}
 			// An item fails (Err) before it writes anything.
+			t.now = ps[i].Now
 			r, err := s.fireOne(t, &ps[i])
 			if err != nil {
 				return err
@@ -34,39 +34,34 @@ func (s *Store) ScheduleFire(ctx context.Context, ps []store.ScheduleFireParams)
 	return out, nil
 }
 
+// fire is a ScheduleFire's transaction as store.FireOne uses it.
+type fire struct {
+	s *Store
+	t *txn
+}
+
 func (s *Store) fireOne(t *txn, p *store.ScheduleFireParams) (store.ScheduleFireResult, error) {
-	var res store.ScheduleFireResult
-	sc, st, err := fireState(t, p)
-	if err != nil || st == nil {
-		if errors.Is(err, rota.ErrNotFound) || errors.Is(err, rota.ErrConflict) {
-			res.Err, err = err, nil
-		}
-		return res, err
+	return store.FireOne(fire{s, t}, p)
+}
+
+func (f fire) FireState(p *store.ScheduleFireParams) (*rota.Schedule, *store.ScheduleRunState, error) {
+	return fireState(f.t, p)
+}
+
+func (f fire) FireApply(sc *rota.Schedule, dec store.ScheduleDecision, state *rota.ScheduleState, enabled bool, res *store.ScheduleFireResult) error {
+	t, now := f.t, ms(f.t.now)
+	if err := f.s.insertRuns(t, sc, dec.Runs, now, state, res); err != nil {
+		return err
 	}
-	dec, err := p.Decide(*st)
-	if err != nil {
-		res.Err = err
-		return res, nil
-	}
-	now := ms(p.Now)
-	state := dec.State
-	if err := s.insertRuns(t, sc, dec.Runs, now, &state, &res); err != nil {
-		return res, err
-	}
+	var err error
 	if res.Released, err = releaseRuns(t, sc, dec.Release, now); err != nil {
-		return res, err
+		return err
 	}
-	enabled := sc.Enabled && !dec.Disable
-	args := append([]any{boolInt(enabled)}, stateArgs(&state)...)
+	args := append([]any{boolInt(enabled)}, stateArgs(state)...)
 	if _, err := t.exec(`UPDATE schedules SET enabled = ?, `+stateSet+`, version = version + 1 WHERE id = ?`, append(args, sc.ID)...); err != nil {
-		return res, wrap("advance schedule "+sc.ID, err)
+		return wrap("advance schedule "+sc.ID, err)
 	}
-	sc.Enabled = enabled
-	sc.ScheduleState = state
-	sc.Version++
-	res.Schedule = sc
-	res.Cancel = dec.Cancel
-	return res, nil
+	return nil
 }
 
 // fireState locks the schedule of a fire and reads its live run state: a

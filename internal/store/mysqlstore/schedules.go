@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
@@ -20,31 +19,21 @@ func scanSchedule(sc scanner) (*rota.Schedule, error) {
 	return r.Schedule()
 }
 
-// scheduleConfigArgs returns the configuration columns of s in the order of
-// scheduleConfigSet.
-func scheduleConfigArgs(s *rota.Schedule) ([]any, error) {
-	plan, target, err := store.ScheduleJSONValues(s)
-	if err != nil {
-		return nil, fmt.Errorf("mysqlstore: %w", err)
-	}
-	return []any{s.Name, s.Kind, s.Priority.Level(), string(s.Payload), s.CronExpr, s.Timezone, plan,
-		boolInt(s.Enabled), s.MaxConcurrency, string(s.ConcurrencyPolicy), string(s.OverlapAction),
-		string(s.FailureAction), string(s.MisfirePolicy), s.CatchupLimit, s.TimeoutSeconds, target, store.ScheduleOptionsValue(s)}, nil
-}
-
 const scheduleConfigSet = `name = ?, kind = ?, level = ?, payload = ?, cron_expr = ?, timezone = ?, plan = ?, enabled = ?,
 	max_concurrency = ?, concurrency_policy = ?, overlap_action = ?, failure_action = ?, misfire_policy = ?,
 	catchup_limit = ?, timeout_s = ?, target = ?, options = ?`
 
-// stateArgs returns the state columns in the order of stateSet.
-func stateArgs(st *rota.ScheduleState) []any {
-	return []any{ms(st.HighWater), ms(st.NextFire), st.LastRunID, st.PlanSeq, ms(st.PlanAt), st.PlanRunID,
-		boolInt(st.PlanRetry), st.RealRepet, boolInt(st.Ended), ms(st.EndedAt), st.MisfireDropped,
-		store.ScheduleExtStateValue(st), st.ErrorMessage}
-}
+// stateSet and stateArgs are the state columns of a schedule.
+const stateSet = store.ScheduleStateSet
 
-const stateSet = `high_water = ?, next_fire = ?, last_run_id = ?, plan_seq = ?, plan_at = ?, plan_run_id = ?,
-	plan_retry = ?, real_repet = ?, ended = ?, ended_at = ?, misfire_dropped = ?, ext_state = ?, error_message = ?`
+func stateArgs(st *rota.ScheduleState) []any { return store.ScheduleStateArgs(st) }
+
+// scheduleConfigArgs returns the configuration columns of s in the order of
+// scheduleConfigSet.
+func scheduleConfigArgs(s *rota.Schedule) ([]any, error) {
+	args, err := store.ScheduleConfigArgs(s)
+	return args, wrap("schedule", err)
+}
 
 // nextRev takes the next value of the store-wide schedule revision; the
 // counter's row stays locked to the commit, so revisions commit in order.
@@ -271,22 +260,11 @@ func runNamed(t *txn, open []rota.ScheduleRun, id string) (*rota.ScheduleRun, er
 
 // ScheduleRuns implements store.ScheduleStore.
 func (s *Store) ScheduleRuns(ctx context.Context, p store.ScheduleRunsParams) (store.ScheduleRunsResult, error) {
-	limit := store.ScheduleListLimit(p.Limit)
-	q := `SELECT ` + schedRunCols + ` FROM tasks WHERE schedule_id = ? AND schedule_id <> ''`
-	args := []any{p.ScheduleID}
-	if p.Status != "" {
-		q += ` AND status = ?`
-		args = append(args, string(p.Status))
+	q, args, limit, err := store.ScheduleRunsQuery(p, schedRunCols)
+	if err != nil {
+		return store.ScheduleRunsResult{}, err
 	}
-	if p.Cursor != "" {
-		f, id, err := store.ParseScheduleRunsCursor(p.Cursor)
-		if err != nil {
-			return store.ScheduleRunsResult{}, err
-		}
-		q += ` AND (fire_time < ? OR fire_time = ? AND id < ?)`
-		args = append(args, f, f, id)
-	}
-	runs, err := schedRuns(ctx, s.r, q+` ORDER BY fire_time DESC, id DESC LIMIT ?`, append(args, limit+1)...)
+	runs, err := schedRuns(ctx, s.r, q, args...)
 	if err != nil {
 		return store.ScheduleRunsResult{}, unavailable(err)
 	}

@@ -105,11 +105,7 @@ func getTask(ctx context.Context, q queryer, id string, lock bool) (*taskRow, er
 
 // TaskInsert implements store.Store.
 func (s *Store) TaskInsert(ctx context.Context, p store.TaskInsertParams) (store.TaskInsertResult, error) {
-	res, err := s.TaskInsertMany(ctx, []store.TaskInsertParams{p})
-	if err != nil {
-		return store.TaskInsertResult{}, err
-	}
-	return res[0], nil
+	return store.InsertOne(ctx, p, s.TaskInsertMany)
 }
 
 // TaskInsertMany implements store.Store.
@@ -166,10 +162,13 @@ func (s *Store) insertTask(t *txn, p store.TaskInsertParams) (store.TaskInsertRe
 		p.ID, p.Kind, p.Priority.Level(), string(p.Payload), nullString(p.Key), p.MaxRetries, p.Workers,
 		workerIDsValue(p.WorkerIDs), boolInt(len(p.WorkerIDs) > 0), p.TimeoutSeconds, p.HeartbeatTimeoutSeconds,
 		now, runAt, p.ScheduleID, ms(p.FireTime), now)
-	if err != nil {
+	if err != nil && p.Key != "" {
 		// A concurrent insert of the same key won: run again, to answer
 		// its task.
-		return store.TaskInsertResult{}, retryOnDuplicate(wrap("insert task", err))
+		err = retryOnDuplicate(err)
+	}
+	if err != nil {
+		return store.TaskInsertResult{}, wrap("insert task", err)
 	}
 	task := &rota.Task{
 		ID: p.ID, Kind: p.Kind, Priority: p.Priority, Payload: p.Payload, Key: p.Key,
@@ -294,9 +293,9 @@ func depsEnded(t *txn, id string, status rota.Status, now int64) error {
 		rows, err := t.QueryContext(t.ctx, `SELECT t.id, t.kind, t.deps_waiting, t.run_at FROM tasks t JOIN task_deps d ON d.task_id = t.id
 			WHERE d.dep_id = ? AND t.status = 'WAITING' FOR UPDATE`, id)
 		type child struct {
-			id, kind     string
-			waiting      int
-			runAt        int64
+			id, kind string
+			waiting  int
+			runAt    int64
 		}
 		kids, err := collect(rows, err, "dependents", func(sc scanner) (child, error) {
 			var c child

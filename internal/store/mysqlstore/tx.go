@@ -65,6 +65,7 @@ type txn struct {
 	s     *Store
 	notes map[string]note
 	event bool
+	now   time.Time // the instant of the item being applied (ScheduleFire)
 }
 
 // note is a pending wake-up: tasks of a kind claimable from runAt.
@@ -89,7 +90,9 @@ func (t *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Resul
 }
 
 // exec runs a statement in the transaction's context.
-func (t *txn) exec(q string, args ...any) (sql.Result, error) { return t.ExecContext(t.ctx, q, args...) }
+func (t *txn) exec(q string, args ...any) (sql.Result, error) {
+	return t.ExecContext(t.ctx, q, args...)
+}
 
 // affected runs a statement and returns how many rows it changed.
 func (t *txn) affected(q string, args ...any) (int64, error) {

@@ -60,21 +60,7 @@ func (s *Store) KindUpsert(ctx context.Context, p store.KindUpsertParams) (*rota
 		if err != nil {
 			return err
 		}
-		if p.PriorityFactor != nil {
-			k.PriorityFactor = *p.PriorityFactor
-		}
-		if p.Paused != nil {
-			k.Paused = *p.Paused
-		}
-		if p.MaxRunning != nil {
-			k.MaxRunning = *p.MaxRunning
-		}
-		if p.Rate != nil {
-			k.Rate = *p.Rate
-		}
-		if p.RetentionSeconds != nil {
-			k.RetentionSeconds = *p.RetentionSeconds
-		}
+		p.Apply(k)
 		if _, err := tx.ExecContext(ctx, `UPDATE kinds SET priority_factor = ?, paused = ?, max_running = ?, rate = ?,
 			retention_seconds = ? WHERE name = ?`, k.PriorityFactor, boolInt(k.Paused), k.MaxRunning, k.Rate,
 			k.RetentionSeconds, k.Name); err != nil {

@@ -25,24 +25,17 @@ func scanSchedule(sc scanner) (*rota.Schedule, error) {
 // scheduleConfigArgs returns the configuration columns of s in the order of
 // the insert and update statements.
 func scheduleConfigArgs(s *rota.Schedule) ([]any, error) {
-	plan, target, err := store.ScheduleJSONValues(s)
+	args, err := store.ScheduleConfigArgs(s)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: %w", err)
 	}
-	return []any{s.Name, s.Kind, s.Priority.Level(), string(s.Payload), s.CronExpr, s.Timezone, plan,
-		boolInt(s.Enabled), s.MaxConcurrency, string(s.ConcurrencyPolicy), string(s.OverlapAction),
-		string(s.FailureAction), string(s.MisfirePolicy), s.CatchupLimit, s.TimeoutSeconds, target, store.ScheduleOptionsValue(s)}, nil
+	return args, nil
 }
 
-// stateArgs returns the state columns in the order of stateSet.
-func stateArgs(st *rota.ScheduleState) []any {
-	return []any{ms(st.HighWater), ms(st.NextFire), st.LastRunID, st.PlanSeq, ms(st.PlanAt), st.PlanRunID,
-		boolInt(st.PlanRetry), st.RealRepet, boolInt(st.Ended), ms(st.EndedAt), st.MisfireDropped,
-		store.ScheduleExtStateValue(st), st.ErrorMessage}
-}
+// stateSet and stateArgs are the state columns of a schedule.
+const stateSet = store.ScheduleStateSet
 
-const stateSet = `high_water = ?, next_fire = ?, last_run_id = ?, plan_seq = ?, plan_at = ?, plan_run_id = ?,
-	plan_retry = ?, real_repet = ?, ended = ?, ended_at = ?, misfire_dropped = ?, ext_state = ?, error_message = ?`
+func stateArgs(st *rota.ScheduleState) []any { return store.ScheduleStateArgs(st) }
 
 const nextRev = `(SELECT COALESCE(MAX(rev), 0) + 1 FROM schedules)`
 
@@ -356,40 +349,35 @@ func insertRun(ctx context.Context, tx *wtx, sc *rota.Schedule, in *store.Schedu
 	return &r, true, nil
 }
 
+// fire is a ScheduleFire's transaction as store.FireOne uses it.
+type fire struct {
+	ctx context.Context
+	tx  *wtx
+	now int64
+}
+
 func fireOne(ctx context.Context, tx *wtx, p *store.ScheduleFireParams) (store.ScheduleFireResult, error) {
-	var res store.ScheduleFireResult
-	sc, st, err := fireState(ctx, tx, p)
-	if err != nil || st == nil {
-		if errors.Is(err, rota.ErrNotFound) || errors.Is(err, rota.ErrConflict) {
-			res.Err, err = err, nil
-		}
-		return res, err
+	return store.FireOne(fire{ctx, tx, ms(p.Now)}, p)
+}
+
+func (f fire) FireState(p *store.ScheduleFireParams) (*rota.Schedule, *store.ScheduleRunState, error) {
+	return fireState(f.ctx, f.tx, p)
+}
+
+func (f fire) FireApply(sc *rota.Schedule, dec store.ScheduleDecision, state *rota.ScheduleState, enabled bool, res *store.ScheduleFireResult) error {
+	if err := insertRuns(f.ctx, f.tx, sc, dec.Runs, f.now, state, res); err != nil {
+		return err
 	}
-	dec, err := p.Decide(*st)
-	if err != nil {
-		res.Err = err
-		return res, nil
+	var err error
+	if res.Released, err = releaseRuns(f.ctx, f.tx, sc.ID, dec.Release, f.now); err != nil {
+		return err
 	}
-	now := ms(p.Now)
-	state := dec.State
-	if err := insertRuns(ctx, tx, sc, dec.Runs, now, &state, &res); err != nil {
-		return res, err
-	}
-	if res.Released, err = releaseRuns(ctx, tx, sc.ID, dec.Release, now); err != nil {
-		return res, err
-	}
-	enabled := sc.Enabled && !dec.Disable
-	args := append([]any{boolInt(enabled)}, stateArgs(&state)...)
+	args := append([]any{boolInt(enabled)}, stateArgs(state)...)
 	args = append(args, sc.ID)
-	if _, err := tx.ExecContext(ctx, `UPDATE schedules SET enabled = ?, `+stateSet+`, version = version + 1 WHERE id = ?`, args...); err != nil {
-		return res, fmt.Errorf("sqlitestore: advance schedule %s: %w", sc.ID, err)
+	if _, err := f.tx.ExecContext(f.ctx, `UPDATE schedules SET enabled = ?, `+stateSet+`, version = version + 1 WHERE id = ?`, args...); err != nil {
+		return fmt.Errorf("sqlitestore: advance schedule %s: %w", sc.ID, err)
 	}
-	sc.Enabled = enabled
-	sc.ScheduleState = state
-	sc.Version++
-	res.Schedule = sc
-	res.Cancel = dec.Cancel
-	return res, nil
+	return nil
 }
 
 // fireState reads the schedule of a fire and its live run state: a nil
@@ -498,23 +486,10 @@ func (s *Store) ScheduleTrigger(ctx context.Context, p store.ScheduleTriggerPara
 
 // ScheduleRuns implements store.ScheduleStore.
 func (s *Store) ScheduleRuns(ctx context.Context, p store.ScheduleRunsParams) (store.ScheduleRunsResult, error) {
-	limit := store.ScheduleListLimit(p.Limit)
-	q := `SELECT ` + schedRunCols + ` FROM tasks WHERE schedule_id = ? AND schedule_id <> ''`
-	args := []any{p.ScheduleID}
-	if p.Status != "" {
-		q += ` AND status = ?`
-		args = append(args, string(p.Status))
+	q, args, limit, err := store.ScheduleRunsQuery(p, schedRunCols)
+	if err != nil {
+		return store.ScheduleRunsResult{}, err
 	}
-	if p.Cursor != "" {
-		f, id, err := store.ParseScheduleRunsCursor(p.Cursor)
-		if err != nil {
-			return store.ScheduleRunsResult{}, err
-		}
-		q += ` AND (fire_time, id) < (?, ?)`
-		args = append(args, f, id)
-	}
-	q += ` ORDER BY fire_time DESC, id DESC LIMIT ?`
-	args = append(args, limit+1)
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return store.ScheduleRunsResult{}, fmt.Errorf("sqlitestore: schedule runs: %w", err)
