@@ -39,9 +39,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
+	"strings"
 	"time"
 
 	"github.com/rotahq/rota/internal/server"
+	"github.com/rotahq/rota/internal/store/mysqlstore"
 	"github.com/rotahq/rota/internal/store/storecost"
 	"github.com/rotahq/rota/rotaclient"
 	"github.com/rotahq/rota/rotaworker"
@@ -54,7 +56,8 @@ type Config struct {
 	Server  string
 	Relaxed bool
 	// Store is the in-process server's store: empty for a fresh embedded
-	// store, or a PostgreSQL URL, where the server uses a fresh schema
+	// store, a MySQL/MariaDB URL (its database used as it is), or a
+	// PostgreSQL URL, where the server uses a fresh schema
 	// (rota_bench_<random>) dropped at the end.
 	Store string
 	// Runs repeats each scenario (default 3); figures are medians.
@@ -193,7 +196,9 @@ func (b *bench) startEmbedded(ctx context.Context) (url string, stop func(), err
 	if cfg.Relaxed {
 		desc = "embedded store, relaxed durability"
 	}
-	if cfg.Store != "" {
+	if strings.HasPrefix(cfg.Store, "mysql://") || strings.HasPrefix(cfg.Store, "mariadb://") {
+		desc = "MySQL/MariaDB store " + mysqlstore.Redact(cfg.Store) + " (the database as it is: give an empty one)"
+	} else if cfg.Store != "" {
 		scfg.PGSchema = fmt.Sprintf("rota_bench_%d", time.Now().UnixNano())
 		undo = append(undo, func() { dropSchema(context.WithoutCancel(ctx), cfg.Store, scfg.PGSchema) })
 		desc = "PostgreSQL store, schema " + scfg.PGSchema
