@@ -38,8 +38,8 @@ func TestCostPerTask(t *testing.T) {
 		storetest.CostComplete: tx(4),
 		// As a claim without its writes of the task and the kind.
 		storetest.CostClaimEmpty: tx(6),
-		// BEGIN; one INSERT tasks per task (10); INSERT changes; COMMIT.
-		storetest.CostInsertBatch: tx(3 + storetest.CostBatch),
+		// BEGIN; INSERT tasks (all 10 rows); INSERT changes; COMMIT.
+		storetest.CostInsertBatch: tx(4),
 		// As a claim, with one UPDATE tasks per task (10).
 		storetest.CostClaimBatch: tx(7 + storetest.CostBatch),
 		// BEGIN; SELECT schedules FOR UPDATE; SELECT open runs; INSERT

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rotahq/rota"
@@ -108,27 +109,41 @@ func (s *Store) TaskInsert(ctx context.Context, p store.TaskInsertParams) (store
 	return store.InsertOne(ctx, p, s.TaskInsertMany)
 }
 
-// TaskInsertMany implements store.Store.
+// TaskInsertMany implements store.Store. Items without a key or
+// dependencies go in multi-row INSERTs (written before the next item that
+// needs them); the others one by one.
 func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams) ([]store.TaskInsertResult, error) {
 	var out []store.TaskInsertResult
 	err := s.tx(ctx, "insert tasks", func(t *txn) error {
 		out = make([]store.TaskInsertResult, len(ps))
+		var plain []store.TaskInsertParams
 		for i, p := range ps {
-			r, err := s.insertTask(t, p)
-			if err != nil {
-				return err
-			}
-			if !r.Existing && (len(p.DependsOn) > 0 || len(p.DependsOnItems) > 0) {
-				if r, err = insertDeps(t, p, r, i, out[:i]); err != nil {
+			hasDeps := len(p.DependsOn) > 0 || len(p.DependsOnItems) > 0
+			if p.Key == "" && !hasDeps {
+				if err := s.ensureKind(t, p.Kind); err != nil {
 					return err
 				}
+				out[i] = store.TaskInsertResult{Task: newTask(p)}
+				plain = append(plain, p)
+			} else {
+				if err := insertRows(t, plain); err != nil {
+					return err
+				}
+				plain = nil
+				r, err := s.insertKeyed(t, p)
+				if err == nil && !r.Existing && hasDeps {
+					r, err = insertDeps(t, p, r, i, out[:i])
+				}
+				if err != nil {
+					return err
+				}
+				out[i] = r
 			}
-			out[i] = r
-			if r.Task.Status == rota.StatusScheduled && (!r.Existing || r.Rerun) {
+			if r := out[i]; r.Task.Status == rota.StatusScheduled && (!r.Existing || r.Rerun) {
 				t.notify(p.Kind, ms(r.Task.RunAt), ms(p.Now))
 			}
 		}
-		return nil
+		return insertRows(t, plain)
 	})
 	if err != nil {
 		return nil, err
@@ -136,7 +151,48 @@ func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams)
 	return out, nil
 }
 
-func (s *Store) insertTask(t *txn, p store.TaskInsertParams) (store.TaskInsertResult, error) {
+// newTask is the task insert p stores.
+func newTask(p store.TaskInsertParams) *rota.Task {
+	now := ms(p.Now)
+	runAt := ms(p.RunAt)
+	if runAt == 0 {
+		runAt = now
+	}
+	return &rota.Task{
+		ID: p.ID, Kind: p.Kind, Priority: p.Priority, Payload: p.Payload, Key: p.Key,
+		Status: rota.StatusScheduled, MaxRetries: p.MaxRetries, Workers: p.Workers, WorkerIDs: p.WorkerIDs,
+		TimeoutSeconds: p.TimeoutSeconds, HeartbeatTimeoutSeconds: p.HeartbeatTimeoutSeconds,
+		CreatedAt: tm(now), RunAt: tm(runAt), ScheduleID: p.ScheduleID, FireTime: tm(ms(p.FireTime)),
+	}
+}
+
+// insertRows writes new task rows, in one statement.
+func insertRows(t *txn, ps []store.TaskInsertParams) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 16*len(ps))
+	for _, p := range ps {
+		tk := newTask(p)
+		args = append(args, p.ID, p.Kind, p.Priority.Level(), string(p.Payload), nullString(p.Key), p.MaxRetries, p.Workers,
+			workerIDsValue(p.WorkerIDs), boolInt(len(p.WorkerIDs) > 0), p.TimeoutSeconds, p.HeartbeatTimeoutSeconds,
+			ms(tk.CreatedAt), ms(tk.RunAt), p.ScheduleID, ms(p.FireTime), ms(tk.CreatedAt))
+	}
+	const row = `(?, ?, ?, ?, ?, 'SCHEDULED', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '')`
+	_, err := t.exec(`INSERT INTO tasks (id, kind, level, payload, "key", status, max_retries, workers,
+		worker_ids, pinned, timeout_s, hb_timeout_s, created_at, run_at, schedule_id, fire_time, updated_at, message, run_message)
+		VALUES `+strings.Repeat(row+", ", len(ps)-1)+row, args...)
+	if err != nil && ps[0].Key != "" {
+		// A concurrent insert of the same key won: run again, to answer
+		// its task.
+		err = retryOnDuplicate(err)
+	}
+	return wrap("insert tasks", err)
+}
+
+// insertKeyed inserts one task that may have a key: the task holding the
+// key answers (or is rerun) instead.
+func (s *Store) insertKeyed(t *txn, p store.TaskInsertParams) (store.TaskInsertResult, error) {
 	if p.Key != "" {
 		row, err := scanTask(t.QueryRowContext(t.ctx, `SELECT `+taskCols+` FROM tasks WHERE kind = ? AND held_key = ? FOR UPDATE`, p.Kind, p.Key))
 		switch {
@@ -151,32 +207,10 @@ func (s *Store) insertTask(t *txn, p store.TaskInsertParams) (store.TaskInsertRe
 	if err := s.ensureKind(t, p.Kind); err != nil {
 		return store.TaskInsertResult{}, err
 	}
-	now := ms(p.Now)
-	runAt := ms(p.RunAt)
-	if runAt == 0 {
-		runAt = now
+	if err := insertRows(t, []store.TaskInsertParams{p}); err != nil {
+		return store.TaskInsertResult{}, err
 	}
-	_, err := t.exec(`INSERT INTO tasks (id, kind, level, payload, "key", status, max_retries, workers,
-		worker_ids, pinned, timeout_s, hb_timeout_s, created_at, run_at, schedule_id, fire_time, updated_at, message, run_message)
-		VALUES (?, ?, ?, ?, ?, 'SCHEDULED', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '')`,
-		p.ID, p.Kind, p.Priority.Level(), string(p.Payload), nullString(p.Key), p.MaxRetries, p.Workers,
-		workerIDsValue(p.WorkerIDs), boolInt(len(p.WorkerIDs) > 0), p.TimeoutSeconds, p.HeartbeatTimeoutSeconds,
-		now, runAt, p.ScheduleID, ms(p.FireTime), now)
-	if err != nil && p.Key != "" {
-		// A concurrent insert of the same key won: run again, to answer
-		// its task.
-		err = retryOnDuplicate(err)
-	}
-	if err != nil {
-		return store.TaskInsertResult{}, wrap("insert task", err)
-	}
-	task := &rota.Task{
-		ID: p.ID, Kind: p.Kind, Priority: p.Priority, Payload: p.Payload, Key: p.Key,
-		Status: rota.StatusScheduled, MaxRetries: p.MaxRetries, Workers: p.Workers, WorkerIDs: p.WorkerIDs,
-		TimeoutSeconds: p.TimeoutSeconds, HeartbeatTimeoutSeconds: p.HeartbeatTimeoutSeconds,
-		CreatedAt: tm(now), RunAt: tm(runAt), ScheduleID: p.ScheduleID, FireTime: tm(ms(p.FireTime)),
-	}
-	return store.TaskInsertResult{Task: task}, nil
+	return store.TaskInsertResult{Task: newTask(p)}, nil
 }
 
 // rerunTask makes the finished task row claimable again under its id for
