@@ -36,10 +36,10 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
-	"strings"
 	"time"
 
 	"github.com/rotahq/rota/internal/server"
