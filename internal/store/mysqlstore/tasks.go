@@ -406,10 +406,8 @@ func (s *Store) TaskGet(ctx context.Context, id string) (*rota.Task, error) {
 	if err := withRuns(ctx, s.r, t); err != nil {
 		return nil, err
 	}
-	if t.dependents > 0 || t.depsWaiting > 0 || t.Status == rota.StatusWaiting || t.Status == rota.StatusCanceled {
-		if t.DependsOn, t.Dependents, err = taskLinks(ctx, s.r, id, true); err != nil {
-			return nil, err
-		}
+	if t.DependsOn, t.Dependents, err = taskLinks(ctx, s.r, id, true); err != nil {
+		return nil, err
 	}
 	return &t.Task, nil
 }
