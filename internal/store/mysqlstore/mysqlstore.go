@@ -79,6 +79,10 @@ type Store struct {
 	kinds   sync.Map // kinds known to exist
 	closed  chan struct{}
 	closeMu sync.Once
+	// reports queue for the completer (group.go), which ends at Close.
+	reports       chan *report
+	completerDone chan struct{}
+	drained       chan struct{} // closed once Close answered the queued reports
 }
 
 var _ store.Store = (*Store)(nil)
@@ -122,7 +126,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("mysqlstore: %s: %w", Redact(cfg.URL), err)
 	}
-	s := &Store{cfg: cfg, db: db, r: dbq{db: db, cost: cfg.Cost}, log: cfg.Logger, closed: make(chan struct{})}
+	s := &Store{cfg: cfg, db: db, r: dbq{db: db, cost: cfg.Cost}, log: cfg.Logger, closed: make(chan struct{}),
+		reports: make(chan *report, 4*maxGroup), completerDone: make(chan struct{}), drained: make(chan struct{})}
+	go s.completer()
 	return s, nil
 }
 
@@ -307,6 +313,19 @@ func (s *Store) Close() error {
 	var err error
 	s.closeMu.Do(func() {
 		close(s.closed)
+		<-s.completerDone
+		// Reports queued before Close are answered (errClosed).
+		defer close(s.drained)
+		for {
+			select {
+			case r := <-s.reports:
+				s.completeGroup([]*report{r})
+				close(r.done)
+				continue
+			default:
+			}
+			break
+		}
 		err = s.db.Close()
 	})
 	return err

@@ -144,31 +144,26 @@ func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (s
 	return res, err
 }
 
-// RunComplete implements store.Store.
-func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*rota.Task, error) {
-	var out *rota.Task
-	err := s.tx(ctx, "complete", func(t *txn) error {
-		now := ms(p.Now)
-		h, err := ownedRun(t, p.RunID, p.WorkerID, now, p.Backoff)
-		if err != nil {
-			return err
+// complete applies report p in transaction t and returns the task it
+// settled, with its runs (and, once it ended, its dependents).
+func complete(t *txn, p store.RunCompleteParams) (*rota.Task, error) {
+	h, err := ownedRun(t, p.RunID, p.WorkerID, ms(p.Now), p.Backoff)
+	if err != nil {
+		return nil, err
+	}
+	status, run := store.ReportSettle(p, h.run().StopRequested)
+	if err := finishRun(t, h, status, p.Message, run); err != nil {
+		return nil, err
+	}
+	if err := withRuns(t.ctx, t, h.task); err != nil {
+		return nil, err
+	}
+	if h.task.Done && h.task.dependents > 0 {
+		if _, h.task.Dependents, err = taskLinks(t.ctx, t, h.task.ID, false); err != nil {
+			return nil, err
 		}
-		status, run := store.ReportSettle(p, h.run().StopRequested)
-		if err := finishRun(t, h, status, p.Message, run); err != nil {
-			return err
-		}
-		if err := withRuns(t.ctx, t, h.task); err != nil {
-			return err
-		}
-		if h.task.Done && h.task.dependents > 0 {
-			if _, h.task.Dependents, err = taskLinks(t.ctx, t, h.task.ID, false); err != nil {
-				return err
-			}
-		}
-		out = &h.task.Task
-		return nil
-	})
-	return out, err
+	}
+	return &h.task.Task, nil
 }
 
 // finishRun ends the held run with status and message msg and settles its
