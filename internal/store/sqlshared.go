@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
 
 	"github.com/rotahq/rota"
 )
@@ -141,4 +144,35 @@ func ScheduleRunsQuery(p ScheduleRunsParams, cols string) (query string, args []
 		args = append(args, f, f, id)
 	}
 	return query + ` ORDER BY fire_time DESC, id DESC LIMIT ?`, append(args, limit+1), limit, nil
+}
+
+// NewTask is the task insert p stores (a new one, not a keyed answer).
+func (p TaskInsertParams) NewTask() *rota.Task {
+	now := Millis(p.Now)
+	runAt := Millis(p.RunAt)
+	if runAt == 0 {
+		runAt = now
+	}
+	return &rota.Task{
+		ID: p.ID, Kind: p.Kind, Priority: p.Priority, Payload: p.Payload, Key: p.Key,
+		Status: rota.StatusScheduled, MaxRetries: p.MaxRetries, Workers: p.Workers, WorkerIDs: p.WorkerIDs,
+		TimeoutSeconds: p.TimeoutSeconds, HeartbeatTimeoutSeconds: p.HeartbeatTimeoutSeconds,
+		CreatedAt: FromMillis(now), RunAt: FromMillis(runAt), ScheduleID: p.ScheduleID, FireTime: FromMillis(Millis(p.FireTime)),
+	}
+}
+
+// PendingMigrations returns the migrations (files *.sql of dir in fsys,
+// versioned by their position in name order) a database at schema version
+// have lacks, in order. A database of a newer version than the files know
+// is refused with an error that says to upgrade.
+func PendingMigrations(fsys fs.FS, dir string, have int) ([]string, error) {
+	names, err := fs.Glob(fsys, dir+"/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	if have > len(names) {
+		return nil, fmt.Errorf("the database has schema version %d but this rota binary knows only up to %d: upgrade rota (or use the binary that wrote it)", have, len(names))
+	}
+	return names[have:], nil
 }

@@ -34,7 +34,6 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -239,16 +238,12 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err := conn.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM rota_migration`).Scan(&have); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	names, err := store.PendingMigrations(migrationFS, "migrations", have)
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
-	if have > len(names) {
-		return fmt.Errorf("the database has schema version %d but this rota binary knows only up to %d: upgrade rota (or use the binary that wrote it)", have, len(names))
-	}
-	for i := have; i < len(names); i++ {
-		body, err := migrationFS.ReadFile(names[i])
+	for i, name := range names {
+		body, err := migrationFS.ReadFile(name)
 		if err != nil {
 			return err
 		}
@@ -256,11 +251,11 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		// statement by statement, then recorded.
 		for _, stmt := range splitStatements(string(body)) {
 			if _, err := conn.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("migration %s: %w", names[i], err)
+				return fmt.Errorf("migration %s: %w", name, err)
 			}
 		}
-		if _, err := conn.ExecContext(ctx, `INSERT INTO rota_migration (version, name) VALUES (?, ?)`, i+1, names[i]); err != nil {
-			return fmt.Errorf("record migration %s: %w", names[i], err)
+		if _, err := conn.ExecContext(ctx, `INSERT INTO rota_migration (version, name) VALUES (?, ?)`, have+i+1, name); err != nil {
+			return fmt.Errorf("record migration %s: %w", name, err)
 		}
 	}
 	return nil

@@ -152,19 +152,7 @@ func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams)
 }
 
 // newTask is the task insert p stores.
-func newTask(p store.TaskInsertParams) *rota.Task {
-	now := ms(p.Now)
-	runAt := ms(p.RunAt)
-	if runAt == 0 {
-		runAt = now
-	}
-	return &rota.Task{
-		ID: p.ID, Kind: p.Kind, Priority: p.Priority, Payload: p.Payload, Key: p.Key,
-		Status: rota.StatusScheduled, MaxRetries: p.MaxRetries, Workers: p.Workers, WorkerIDs: p.WorkerIDs,
-		TimeoutSeconds: p.TimeoutSeconds, HeartbeatTimeoutSeconds: p.HeartbeatTimeoutSeconds,
-		CreatedAt: tm(now), RunAt: tm(runAt), ScheduleID: p.ScheduleID, FireTime: tm(ms(p.FireTime)),
-	}
-}
+func newTask(p store.TaskInsertParams) *rota.Task { return p.NewTask() }
 
 // insertRows writes new task rows, in one statement.
 func insertRows(t *txn, ps []store.TaskInsertParams) error {

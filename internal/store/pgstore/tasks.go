@@ -433,19 +433,7 @@ func insertArgs(p store.TaskInsertParams) []any {
 }
 
 // insertedTask is the task p stored.
-func insertedTask(p store.TaskInsertParams) *rota.Task {
-	now := ms(p.Now)
-	runAt := ms(p.RunAt)
-	if runAt == 0 {
-		runAt = now
-	}
-	return &rota.Task{
-		ID: p.ID, Kind: p.Kind, Priority: p.Priority, Payload: p.Payload, Key: p.Key,
-		Status: rota.StatusScheduled, MaxRetries: p.MaxRetries, Workers: p.Workers, WorkerIDs: p.WorkerIDs,
-		TimeoutSeconds: p.TimeoutSeconds, HeartbeatTimeoutSeconds: p.HeartbeatTimeoutSeconds,
-		CreatedAt: tm(now), RunAt: tm(runAt), ScheduleID: p.ScheduleID, FireTime: tm(ms(p.FireTime)),
-	}
-}
+func insertedTask(p store.TaskInsertParams) *rota.Task { return p.NewTask() }
 
 // insertKeyed returns the task holding p's key (run again if finished and
 // p.RerunIfFinished), or inserts p if there is none any more.

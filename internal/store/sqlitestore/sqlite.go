@@ -29,7 +29,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,16 +182,12 @@ func migrate(ctx context.Context, db *sql.DB) error {
 			return fmt.Errorf("sqlitestore: bad schema version %q", v)
 		}
 	}
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	names, err := store.PendingMigrations(migrationFS, "migrations", have)
 	if err != nil {
-		return err
+		return fmt.Errorf("sqlitestore: %w", err)
 	}
-	sort.Strings(names)
-	if have > len(names) {
-		return fmt.Errorf("sqlitestore: the database has schema version %d but this rota binary knows only up to %d: upgrade rota (or use the binary that wrote it)", have, len(names))
-	}
-	for i := have; i < len(names); i++ {
-		body, err := migrationFS.ReadFile(names[i])
+	for i, name := range names {
+		body, err := migrationFS.ReadFile(name)
 		if err != nil {
 			return err
 		}
@@ -205,7 +200,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 			return fmt.Errorf("sqlitestore: migration %s: %w", names[i], err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO rota_meta (key, value) VALUES ('schema_version', ?)
-			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, strconv.Itoa(i+1)); err != nil {
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, strconv.Itoa(have+i+1)); err != nil {
 			tx.Rollback()
 			return fmt.Errorf("sqlitestore: record schema version: %w", err)
 		}

@@ -77,6 +77,8 @@ CREATE TABLE tasks (
     UNIQUE KEY tasks_schedule_fire (schedule_id, fire_key),
     -- Claims: per kind and level, pinned or not, oldest first.
     KEY tasks_ready (kind, avail, level, pinned, run_at, id),
+    -- The next due time of delayed tasks (TaskNextRunAt), the oldest waiting.
+    KEY tasks_due (kind, avail, run_at),
     -- Reports find their task by run id (changed by claims only).
     KEY tasks_run (run_id),
     KEY tasks_live (run_live),
