@@ -162,9 +162,9 @@ func TestTaskListQuery(t *testing.T) {
 	}{
 		{store.TaskListParams{}, " ORDER BY id DESC LIMIT $1", []any{101}, 100},
 		{store.TaskListParams{Kind: "a", Status: rota.StatusFailed, Key: "k", Cursor: "c9", Limit: 5},
-			" WHERE kind = $1 AND status = $2 AND key = $3 AND id < $4 ORDER BY id DESC LIMIT $5",
+			` WHERE kind = $1 AND status = $2 AND "key" = $3 AND id < $4 ORDER BY id DESC LIMIT $5`,
 			[]any{"a", "FAILED", "k", "c9", 6}, 5},
-		{store.TaskListParams{Key: "k", Limit: -1}, " WHERE key = $1 ORDER BY id DESC LIMIT $2", []any{"k", 101}, 100},
+		{store.TaskListParams{Key: "k", Limit: -1}, ` WHERE "key" = $1 ORDER BY id DESC LIMIT $2`, []any{"k", 101}, 100},
 	}
 	for _, c := range cases {
 		q, args, limit := store.TaskListQuery(c.p, dollar)
