@@ -10,13 +10,18 @@ import (
 )
 
 // Reports are committed in groups: the reports that arrive while a group
-// commits go together in the next transaction, each under a savepoint of
+// commits go together in a next transaction (completers of them run side
+// by side, each on a connection of its own), each under a savepoint of
 // its own (a report's error rolls back its own changes only), so that one
 // log flush acknowledges many. An idle store sends a report alone, without
 // a savepoint and with no added delay.
 
-// maxGroup bounds the reports of one group.
-const maxGroup = 64
+// maxGroup bounds the reports of one group, and completers is how many
+// groups run at once.
+const (
+	maxGroup   = 64
+	completers = 4
+)
 
 // report is a RunComplete waiting for its group.
 type report struct {
@@ -53,7 +58,6 @@ func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*ro
 
 // completer applies the queued reports in groups until the store closes.
 func (s *Store) completer() {
-	defer close(s.completerDone)
 	for {
 		var r *report
 		select {

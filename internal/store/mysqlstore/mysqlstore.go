@@ -79,9 +79,9 @@ type Store struct {
 	closed  chan struct{}
 	closeMu sync.Once
 	// reports queue for the completer (group.go), which ends at Close.
-	reports       chan *report
-	completerDone chan struct{}
-	drained       chan struct{} // closed once Close answered the queued reports
+	reports    chan *report
+	completers sync.WaitGroup
+	drained    chan struct{} // closed once Close answered the queued reports
 }
 
 var _ store.Store = (*Store)(nil)
@@ -126,8 +126,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("mysqlstore: %s: %w", Redact(cfg.URL), err)
 	}
 	s := &Store{cfg: cfg, db: db, r: dbq{db: db, cost: cfg.Cost}, log: cfg.Logger, closed: make(chan struct{}),
-		reports: make(chan *report, 4*maxGroup), completerDone: make(chan struct{}), drained: make(chan struct{})}
-	go s.completer()
+		reports: make(chan *report, 4*maxGroup), drained: make(chan struct{})}
+	for range completers {
+		s.completers.Go(s.completer)
+	}
 	return s, nil
 }
 
@@ -308,7 +310,7 @@ func (s *Store) Close() error {
 	var err error
 	s.closeMu.Do(func() {
 		close(s.closed)
-		<-s.completerDone
+		s.completers.Wait()
 		// Reports queued before Close are answered (errClosed).
 		defer close(s.drained)
 		for {
