@@ -112,6 +112,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	if err := setSession(ctx, mc); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer within %s: %w", connectTimeout, err)
+		}
 		return nil, fmt.Errorf("mysqlstore: connect to %s: %w", Redact(cfg.URL), err)
 	}
 	db, err := sql.Open("mysql", mc.FormatDSN())
