@@ -10,38 +10,34 @@ import (
 	"github.com/rotahq/rota/internal/store"
 )
 
-// LeaderAttemptElect implements store.Store. The leader row (id 1) is
-// locked for the election, so that exactly one node wins a term.
+// LeaderAttemptElect implements store.Store with the shared rule
+// (store.ElectLeader). The leader row (id 1) is locked for the election, so
+// that exactly one node wins a term.
 func (s *Store) LeaderAttemptElect(ctx context.Context, p store.LeaderElectParams) (store.LeaderElectResult, error) {
 	var res store.LeaderElectResult
 	err := s.tx(ctx, "elect", func(t *txn) error {
-		now := ms(p.Now)
-		exp := now + p.TTL.Milliseconds()
-		var node string
-		var term, until int64
-		err := t.QueryRowContext(t.ctx, `SELECT node_id, term, expires_at FROM leader WHERE id = 1 FOR UPDATE`).Scan(&node, &term, &until)
+		var cur store.LeaderRow
+		err := t.QueryRowContext(t.ctx, `SELECT node_id, term, expires_at FROM leader WHERE id = 1 FOR UPDATE`).Scan(&cur.NodeID, &cur.Term, &cur.ExpiresAt)
+		found := !errors.Is(err, sql.ErrNoRows)
+		if found && err != nil {
+			return wrap("read leader", err)
+		}
+		next, changed := store.ElectLeader(cur, found, p)
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
+		case !found:
 			// Two first elections race on the primary key: the loser's
 			// transaction is run again and finds the row.
-			if _, err := t.exec(`INSERT INTO leader (id, node_id, term, expires_at) VALUES (1, ?, 1, ?)`, p.NodeID, exp); err != nil {
+			if _, err := t.exec(`INSERT INTO leader (id, node_id, term, expires_at) VALUES (1, ?, ?, ?)`,
+				next.NodeID, next.Term, next.ExpiresAt); err != nil {
 				return retryOnDuplicate(wrap("elect", err))
 			}
-			node, term, until = p.NodeID, 1, exp
-		case err != nil:
-			return wrap("read leader", err)
-		case node == p.NodeID && until > now:
-			until = exp
-			if _, err := t.exec(`UPDATE leader SET expires_at = ? WHERE id = 1`, until); err != nil {
-				return wrap("extend leadership", err)
-			}
-		case until <= now:
-			node, term, until = p.NodeID, term+1, exp
-			if _, err := t.exec(`UPDATE leader SET node_id = ?, term = ?, expires_at = ? WHERE id = 1`, node, term, until); err != nil {
-				return wrap("take leadership", err)
+		case changed:
+			if _, err := t.exec(`UPDATE leader SET node_id = ?, term = ?, expires_at = ? WHERE id = 1`,
+				next.NodeID, next.Term, next.ExpiresAt); err != nil {
+				return wrap("elect", err)
 			}
 		}
-		res = store.LeaderElectResult{Leader: node == p.NodeID, LeaderID: node, Term: term, ExpiresAt: tm(until)}
+		res = next.Result(p.NodeID)
 		return nil
 	})
 	return res, err
