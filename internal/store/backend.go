@@ -138,16 +138,20 @@ func (s *RunScan) Run() rota.Run {
 const DefaultTaskListLimit = 100
 
 // TaskListQuery is the statement of a TaskList page: the tasks matching
-// p's filters, newest (highest id) first, after p's cursor, reading
+// p's filters, in p's sort order (default newest, highest id, first),
+// after p's cursor, reading
 // TaskColumns plus one row past the page so that TaskListPage can tell
 // whether another page follows. placeholder renders the n-th argument
 // (from 1) in the backend's dialect. limit is the page size to hand to
-// TaskListPage.
+// p.Page.
 func TaskListQuery(p TaskListParams, placeholder func(n int) string) (query string, args []any, limit int) {
 	where, args := taskFilter(p, true, placeholder)
-	if p.Cursor != "" {
-		args = append(args, p.Cursor)
-		where = append(where, "id < "+placeholder(len(args)))
+	orderBy, after := p.order(func(v any) string {
+		args = append(args, v)
+		return placeholder(len(args))
+	})
+	if after != "" {
+		where = append(where, after)
 	}
 	limit = p.Limit
 	if limit <= 0 {
@@ -158,7 +162,7 @@ func TaskListQuery(p TaskListParams, placeholder func(n int) string) (query stri
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
 	args = append(args, limit+1)
-	query += " ORDER BY id DESC LIMIT " + placeholder(len(args))
+	query += " ORDER BY " + orderBy + " LIMIT " + placeholder(len(args))
 	return query, args, limit
 }
 
@@ -215,7 +219,7 @@ func taskFilter(p TaskListParams, withStatus bool, placeholder func(n int) strin
 			` OR lower("key") LIKE `+ph(like)+` ESCAPE '\'`+
 			" OR lower(message) LIKE "+ph(like)+` ESCAPE '\')`)
 	}
-	return where, args
+	return append(where, p.timeFilter(ph)...), args
 }
 
 // TaskListPage makes the page of a TaskList from the rows its

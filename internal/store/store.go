@@ -76,6 +76,16 @@ type Store interface {
 	// tasks are absent.
 	TaskCountByStatus(ctx context.Context, p TaskListParams) (map[rota.Status]int, error)
 
+	// TaskHistory aggregates the finished tasks still stored whose end
+	// time falls in p's buckets: counts by outcome, queue wait and run
+	// duration (see HistoryBucket). Tasks deleted by retention are gone
+	// from it.
+	TaskHistory(ctx context.Context, p HistoryParams) ([]HistoryBucket, error)
+	// TaskDeleteFinished deletes, with their runs and links, the tasks of
+	// ids that are finished (at most BulkBatch ids) and returns how many
+	// it deleted; unknown and unfinished ones are left alone.
+	TaskDeleteFinished(ctx context.Context, ids []string) (int, error)
+
 	// TaskUpdate changes the mutable options of an unfinished task; nil fields
 	// are left as they are. A finished task → rota.ErrConflict. Narrowing
 	// WorkerIDs so that a running run's worker is no longer allowed asks that
@@ -286,8 +296,21 @@ type TaskListParams struct {
 	Search string
 	// DependsOn: only tasks that depend on this task id; "" = any.
 	DependsOn string
-	Cursor    string // id of the last task of the previous page; "" = first page
-	Limit     int    // 1..1000
+	// ScheduleID: only tasks fired by this schedule; "" = any.
+	ScheduleID string
+	// Time ranges: After is inclusive, Before exclusive; the zero time
+	// leaves that side open. Finished ranges only match finished tasks.
+	CreatedAfter, CreatedBefore   time.Time
+	RunAfter, RunBefore           time.Time
+	FinishedAfter, FinishedBefore time.Time
+	// Sort orders the list (see TaskSort); the zero value is newest
+	// first by id, as ever.
+	Sort TaskSort
+	// Cursor is where the previous page ended: with the default sort the
+	// id of its last task; with another sort the NextCursor it returned
+	// (ParseSortCursor reads it). "" = first page.
+	Cursor string
+	Limit  int // 1..1000
 }
 
 // TaskListResult is one page of tasks.

@@ -528,7 +528,7 @@ func (s *Store) TaskList(ctx context.Context, p store.TaskListParams) (store.Tas
 	if err != nil {
 		return store.TaskListResult{}, s.translate("list tasks", err)
 	}
-	return store.TaskListPage(tasks, limit), nil
+	return p.Page(tasks, limit), nil
 }
 
 // TaskUpdate implements store.Store.

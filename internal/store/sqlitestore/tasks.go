@@ -432,7 +432,7 @@ func (s *Store) TaskList(ctx context.Context, p store.TaskListParams) (store.Tas
 	if err := rows.Err(); err != nil {
 		return store.TaskListResult{}, fmt.Errorf("sqlitestore: list tasks: %w", err)
 	}
-	return store.TaskListPage(tasks, limit), nil
+	return p.Page(tasks, limit), nil
 }
 
 // TaskUpdate implements store.Store.

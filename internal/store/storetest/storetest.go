@@ -83,6 +83,7 @@ func Run(t *testing.T, newStore func(tb testing.TB) store.Store) {
 		{"Access", testAccess},
 		{"Events", testEvents},
 		{"Deps", testDeps},
+		{"TaskListMore", testTaskListMore},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {
