@@ -366,6 +366,31 @@ func TestKindsFilter(t *testing.T) {
 	}
 }
 
+// TestTaskIDFilter: task_id keeps one task's events, on the server.
+func TestTaskIDFilter(t *testing.T) {
+	t.Parallel()
+	b := setup(t, events.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	one, other := strings.Repeat("a", 32), strings.Repeat("b", 32)
+	_, rd := b.open(t, ctx, "?task_id="+one, "")
+	for i, id := range []string{other, one, other, one} {
+		b.hub.Publish(rota.Event{Type: rota.EventRun, Kind: "k", TaskID: id, Attempt: i, Status: rota.StatusRunning})
+	}
+	var got []string
+	for range 2 {
+		m, err := rd.nextEvent()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := decode(t, m)
+		got = append(got, fmt.Sprintf("%s/%d", ev.TaskID[:1], ev.Attempt))
+	}
+	if diff := cmp.Diff([]string{"a/1", "a/3"}, got); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+}
+
 func TestBadRequests(t *testing.T) {
 	t.Parallel()
 	b := setup(t, events.Config{})
@@ -380,6 +405,8 @@ func TestBadRequests(t *testing.T) {
 		{"GET", "?types=task.succeeded.twice", "", 400, `"field":"types"`},
 		{"GET", "", "abc", 400, `"field":"Last-Event-ID"`},
 		{"GET", "?last_event_id=x", "", 400, `"field":"last_event_id"`},
+		{"GET", "?task_id=xyz", "", 400, `"field":"task_id"`},
+		{"GET", "?task_id=a&task_id=b", "", 400, `"field":"task_id"`},
 		{"POST", "", "", 405, `"code":40500`},
 	} {
 		req, _ := http.NewRequest(tc.method, b.srv.URL+"/api/events"+tc.query, nil)

@@ -530,10 +530,15 @@ type Filter struct {
 	// Types, when not empty, keeps only the events whose type (as
 	// "task") or name (rota.Event.Name, as "task.succeeded") is listed.
 	Types []string
+	// TaskID, when set, keeps only the events of this task.
+	TaskID string
 }
 
 func (f Filter) match(ev rota.Event) bool {
 	if len(f.Kinds) > 0 && !slices.Contains(f.Kinds, ev.Kind) {
+		return false
+	}
+	if f.TaskID != "" && ev.TaskID != f.TaskID {
 		return false
 	}
 	return len(f.Types) == 0 || slices.Contains(f.Types, string(ev.Type)) || slices.Contains(f.Types, ev.Name())

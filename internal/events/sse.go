@@ -46,7 +46,8 @@ const maxBatch = 256
 // The stream is the cluster's when the Hub has a Log: every node sends
 // every node's events, with the same IDs. Query: kinds=a,b keeps only
 // those kinds' events; types=task,run.failed only the events of those
-// types or names (rota.Event.Name). A client that reconnects (to any node)
+// types or names (rota.Event.Name); task_id=ID only the events of that
+// task. A client that reconnects (to any node)
 // names the last ID it saw in the Last-Event-ID header (browsers do it on
 // their own) or the last_event_id parameter; it then first gets the events
 // after it. When that ID is no longer kept or unknown, the stream begins
@@ -98,7 +99,7 @@ func (h *Hub) serveEvents(w http.ResponseWriter, r *http.Request) {
 // parseStreamRequest returns the stream's filter and the ID the client saw
 // last: the Last-Event-ID header wins over the last_event_id parameter.
 func parseStreamRequest(r *http.Request) (Filter, uint64, error) {
-	kinds, types, after, err := parseQuery(r, true)
+	f, after, err := parseQuery(r, true)
 	if err != nil {
 		return Filter{}, 0, err
 	}
@@ -107,7 +108,7 @@ func parseStreamRequest(r *http.Request) (Filter, uint64, error) {
 			return Filter{}, 0, err
 		}
 	}
-	return Filter{Kinds: kinds, Types: types}, after, nil
+	return f, after, nil
 }
 
 // stream writes sub's events to sw, in batches of up to maxBatch per

@@ -117,21 +117,40 @@ func (h *Hub) ThroughputHandler() http.Handler {
 			writeError(w, rota.Errorf(rota.CodeMethod, "method %s is not allowed on %s; allowed: GET, HEAD", r.Method, r.URL.Path))
 			return
 		}
-		kinds, _, _, err := parseQuery(r, false)
+		f, _, err := parseQuery(r, false)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		writeData(w, throughputResponse{Buckets: h.Throughput(kinds)})
+		writeData(w, throughputResponse{Buckets: h.Throughput(f.Kinds)})
 	})
 }
 
 // parseQuery reads the query parameters: kinds, a comma-separated list of
-// kind names (possibly repeated), and, when withID, last_event_id. Any
-// other parameter is refused.
-func parseQuery(r *http.Request, withID bool) (kinds []string, types []string, lastID uint64, err error) {
+// kind names (possibly repeated), and, when withID (the stream),
+// last_event_id, types and task_id. Any other parameter is refused.
+func parseQuery(r *http.Request, withID bool) (f Filter, lastID uint64, err error) {
+	kinds, types, lastID, err := parseLists(r, withID)
+	if err != nil {
+		return Filter{}, 0, err
+	}
+	f = Filter{Kinds: kinds, Types: types}
+	if vs, ok := r.URL.Query()["task_id"]; ok && withID {
+		if len(vs) > 1 {
+			return Filter{}, 0, rota.Invalid("task_id", "is given %d times; give it once", len(vs))
+		}
+		if f.TaskID = vs[0]; !rota.ValidID(f.TaskID) && f.TaskID != "" {
+			return Filter{}, 0, rota.Invalid("task_id", "must be a task id (32 lowercase hex characters), got %q", f.TaskID)
+		}
+	}
+	return f, lastID, nil
+}
+
+// parseLists reads the parameters of parseQuery but task_id.
+func parseLists(r *http.Request, withID bool) (kinds []string, types []string, lastID uint64, err error) {
 	for name, vs := range r.URL.Query() {
 		switch {
+		case name == "task_id" && withID: // parseQuery's
 		case name == "kinds":
 			for _, v := range vs {
 				for k := range strings.SplitSeq(v, ",") {

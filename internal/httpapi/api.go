@@ -161,6 +161,8 @@ type API struct {
 	// Shared, safe for concurrent use.
 	ids rota.IDGenerator // audit record ids
 
+	bulk bulkJobs // the bulk jobs of this node
+
 	// Written by routes (in New) only.
 	mounted []string // the patterns of every mounted route, in order
 }
@@ -239,6 +241,8 @@ func (a *API) Handler() http.Handler { return a.handler }
 func (a *API) routes() http.Handler {
 	mux := http.NewServeMux()
 	a.mountTasks(mux)
+	a.mountBulk(mux)
+	a.mountHistory(mux)
 	a.mountKinds(mux)
 	a.mountWorkers(mux)
 	a.mountOps(mux)

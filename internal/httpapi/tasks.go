@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -338,7 +339,28 @@ type listRequest struct {
 
 func (l *listRequest) readRequest(r *http.Request) error {
 	p := &l.params
-	return readQuery(r, append(taskFilterParams(p), pageParams(&p.Limit, &p.Cursor, checkCursor)...)...)
+	params := append(taskFilterParams(p), pageParams(&p.Limit, &p.Cursor, nil)...)
+	params = append(params, queryParam{"sort", func(v string) (err error) {
+		p.Sort, err = store.ParseTaskSort(v)
+		return err
+	}})
+	if err := readQuery(r, params...); err != nil {
+		return err
+	}
+	return checkListCursor(p)
+}
+
+// checkListCursor checks the cursor of a task list against its sort: a
+// task id with the default sort, else "<unix ms>.<task id>".
+func checkListCursor(p *store.TaskListParams) error {
+	switch {
+	case p.Cursor == "":
+		return nil
+	case p.Sort.Field == "":
+		return checkCursor("cursor", p.Cursor)
+	}
+	_, _, err := store.ParseSortCursor(p.Cursor)
+	return err
 }
 
 // maxSearchLen bounds the q filter of the task list.
@@ -365,7 +387,35 @@ func taskFilterParams(p *store.TaskListParams) []queryParam {
 		nameParam("worker_id", &p.WorkerID, checkWorkerID),
 		nameParam("depends_on", &p.DependsOn, checkID),
 		nameParam("q", &p.Search, func(field, v string) error { return checkName(field, v, maxSearchLen) }),
+		nameParam("schedule_id", &p.ScheduleID, func(field, v string) error { return checkName(field, v, maxKeyLen) }),
+		timeParam("created_after", &p.CreatedAfter),
+		timeParam("created_before", &p.CreatedBefore),
+		timeParam("run_after", &p.RunAfter),
+		timeParam("run_before", &p.RunBefore),
+		timeParam("finished_after", &p.FinishedAfter),
+		timeParam("finished_before", &p.FinishedBefore),
 	}
+}
+
+// timeParam is an instant of a time-range filter: RFC 3339
+// (2026-01-02T15:04:05Z) or unix milliseconds; "" means open.
+func timeParam(name string, dst *time.Time) queryParam {
+	return queryParam{name, func(v string) error {
+		*dst = time.Time{}
+		if v == "" {
+			return nil
+		}
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms >= 0 && ms <= maxRunAt*1000 {
+			*dst = time.UnixMilli(ms).UTC()
+			return nil
+		}
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil || t.Year() < 1970 || t.Year() > 9999 {
+			return rota.Invalid(name, "must be an RFC 3339 instant (2026-01-02T15:04:05Z) or unix milliseconds, got %s", shortQuote(v))
+		}
+		*dst = t.UTC()
+		return nil
+	}}
 }
 
 // statusesParam is the status filter of the task list: one status or
@@ -408,9 +458,10 @@ func statusList() string {
 	return strings.Join(names, ", ")
 }
 
-// taskList lists tasks newest first, one page at a time.
+// taskList lists tasks newest first (or in the order of sort), one page
+// at a time.
 //
-// GET /api/tasks?kind=&status=A,B&key=&priority=&worker_id=&q=&limit=&cursor=
+// GET /api/tasks?kind=&status=A,B&key=&priority=&worker_id=&q=&schedule_id=&created_after=&…&sort=&limit=&cursor=
 func (a *API) taskList(ctx context.Context, req *listRequest) (*rotaapi.TaskList, error) {
 	res, err := a.store.TaskList(ctx, req.params)
 	if err != nil {
@@ -475,8 +526,19 @@ func (a *API) taskRunAgain(ctx context.Context, req *taskIDRequest) (*rotaapi.Su
 	if err != nil {
 		return nil, fmt.Errorf("run again: %w", err)
 	}
+	p := a.runAgainParams(t)
+	res, err := a.disp.Submit(ctx, []store.TaskInsertParams{p})
+	if err != nil {
+		return nil, fmt.Errorf("run again %s: %w", t.ID, err)
+	}
+	return &rotaapi.SubmitResponse{TaskID: res[0].Task.ID}, nil
+}
+
+// runAgainParams is the insert of a copy of t: same kind, priority,
+// payload and options, no key, due now.
+func (a *API) runAgainParams(t *rota.Task) store.TaskInsertParams {
 	now := a.disp.Now()
-	p := store.TaskInsertParams{
+	return store.TaskInsertParams{
 		ID:                      a.disp.NewID(),
 		Kind:                    t.Kind,
 		Priority:                t.Priority,
@@ -489,11 +551,6 @@ func (a *API) taskRunAgain(ctx context.Context, req *taskIDRequest) (*rotaapi.Su
 		WorkerIDs:               t.WorkerIDs,
 		Now:                     now,
 	}
-	res, err := a.disp.Submit(ctx, []store.TaskInsertParams{p})
-	if err != nil {
-		return nil, fmt.Errorf("run again %s: %w", t.ID, err)
-	}
-	return &rotaapi.SubmitResponse{TaskID: res[0].Task.ID}, nil
 }
 
 // stopRequest is POST /api/tasks/stop/{id} with an optional message.

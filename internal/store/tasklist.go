@@ -131,7 +131,7 @@ func (p TaskListParams) timeFilter(ph func(v any) string) (where []string) {
 			where = append(where, r.col+" < "+ph(r.before.UnixMilli()))
 		}
 	}
-	if !p.FinishedBefore.IsZero() && p.FinishedAfter.IsZero() {
+	if !p.FinishedBefore.IsZero() || !p.FinishedAfter.IsZero() {
 		where = append(where, "end_time > 0") // unfinished tasks have none
 	}
 	return where
