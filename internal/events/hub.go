@@ -672,7 +672,8 @@ func (h *Hub) ringAfter(after uint64) (int, bool) {
 
 // replayFromLog returns the events of the Log after the ID after, up to
 // pos, or a reset when they are not all kept (or after is unknown, or too
-// far behind).
+// far behind). A filter on one task replays what is kept of its events
+// when after is older than the log: a task's page shows its history.
 func (h *Hub) replayFromLog(ctx context.Context, f Filter, after, pos uint64) (Replay, error) {
 	b, err := h.cfg.Log.EventBounds(ctx)
 	if err != nil {
@@ -687,6 +688,9 @@ func (h *Hub) replayFromLog(ctx context.Context, f Filter, after, pos uint64) (R
 	oldest := b.Oldest
 	if oldest == 0 {
 		oldest = b.Last + 1 // nothing kept
+	}
+	if f.TaskID != "" && after+1 < oldest {
+		after = oldest - 1 // one task's events: all that is kept of them
 	}
 	if after+1 < oldest || pos-after > uint64(h.cfg.MaxReplay) {
 		return Replay{Reset: true, LastID: pos}, nil

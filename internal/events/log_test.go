@@ -162,6 +162,11 @@ func TestReplayFromTheLog(t *testing.T) {
 	if _, rep := subscribe(t, h, events.Filter{}, got[5].ID); rep.Reset || len(rep.Events) != 4 {
 		t.Fatalf("after id %d (still kept): %+v; want 4 events", got[5].ID, rep)
 	}
+	// One task's events: an id older than the log replays what is kept.
+	_, rep = subscribe(t, h, events.Filter{TaskID: got[7].TaskID}, 1)
+	if rep.Reset || len(rep.Events) != 1 || rep.Events[0].ID != got[7].ID {
+		t.Fatalf("one task's kept events: %+v", rep)
+	}
 }
 
 // TestStopWritesWhatIsPending: events published just before Stop reach

@@ -2,7 +2,7 @@
 // and cluster nodes. Reloads on every event (coalesced) and every 15 s.
 import {api} from '../lib/api.js';
 import {h, replace, badge, table, timeEl, fmtDuration, coalesce} from '../lib/dom.js';
-import {throughputChart} from '../lib/chart.js';
+import {throughputChart, seriesChart, fmtMs} from '../lib/chart.js';
 
 const COLS = ['SCHEDULED', 'RUNNING', 'SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELED'];
 
@@ -10,16 +10,28 @@ export default async function render(root, _params, {live, signal}) {
   const body = h('div', {id: 'overview'});
   root.append(h('h1', null, 'Overview'), body);
 
+  // The history aggregates a day of stored tasks: read it at most every 30 s,
+  // not on every event.
+  let history = null, historyAt = 0;
+  async function loadHistory(opt) {
+    if (Date.now() - historyAt < 30000) return history;
+    historyAt = Date.now();
+    history = await api('GET', '/api/stats/history?hours=24', undefined, opt).catch(() => null);
+    return history;
+  }
+
   async function load() {
     const opt = {signal};
-    const [stats, workers, cluster, rates] = await Promise.all([
+    const [stats, workers, cluster, rates, hist] = await Promise.all([
       api('GET', '/api/stats', undefined, opt),
       api('GET', '/api/workers?limit=1000', undefined, opt),
       api('GET', '/api/cluster', undefined, opt).catch(() => ({nodes: []})),
       api('GET', '/api/stats/throughput', undefined, opt).catch(() => null),
+      loadHistory(opt),
     ]);
     if (signal.aborted) return;
-    replace(body, view(stats, workers.workers || [], cluster.nodes || [], rates, body.clientWidth - 30));
+    const width = body.clientWidth - 30;
+    replace(body, view(stats, workers.workers || [], cluster.nodes || [], rates, width), historyView(hist, width));
   }
 
   const refresh = coalesce(() => load().catch(showError), 200);
@@ -34,6 +46,25 @@ export default async function render(root, _params, {live, signal}) {
   const onResize = () => { if (body.clientWidth !== width) { width = body.clientWidth; refresh(); } };
   window.addEventListener('resize', onResize);
   return () => { off(); clearInterval(timer); refresh.cancel(); window.removeEventListener('resize', onResize); };
+}
+
+// historyView charts the last 24 h from the stored tasks (every node
+// answers the same): finished tasks by outcome, queue wait and duration.
+function historyView(history, width) {
+  if (!history) return h('section', {class: 'card', id: 'history'}, h('p', {class: 'muted'}, 'History is not available.'));
+  const b = history.buckets || [];
+  const sum = (k) => b.reduce((n, x) => n + x[k], 0);
+  const mins = Math.round(history.bucket_seconds / 60);
+  return h('section', {class: 'card', id: 'history'},
+    h('div', {class: 'spread'}, h('h2', null, 'Last 24 hours'),
+      h('span', {class: 'muted small', id: 'history-totals'},
+        `${sum('succeeded')} succeeded · ${sum('failed')} failed · ${sum('canceled')} canceled, per ${mins} min, from the stored tasks`)),
+    h('h3', {class: 'small'}, 'Finished tasks'),
+    seriesChart(b, [['succeeded', 'Succeeded'], ['failed', 'Failed or timed out'], ['canceled', 'Canceled']],
+      {width, label: 'Finished tasks per bucket over the last 24 hours', id: 'history-throughput'}),
+    h('h3', {class: 'small'}, 'Latency'),
+    seriesChart(b, [['wait_avg_ms', 'Wait (run at → start), average'], ['duration_avg_ms', 'Duration, average'],
+      ['duration_max_ms', 'Duration, max']], {width, label: 'Queue wait and run duration over the last 24 hours', fmt: fmtMs, id: 'history-latency'}));
 }
 
 function view(stats, workers, nodes, rates, chartWidth) {

@@ -100,7 +100,34 @@ export default async function render(root, [id], {live, signal, navigate, setTit
   const off = live.on((ev) => {
     if (ev.type === 'reset' || ev.task_id === id) refresh();
   });
-  return () => { off(); refresh.cancel(); };
+  const stream = taskEvents(root, id, live);
+  return () => { off(); refresh.cancel(); stream.close(); };
+}
+
+// taskEvents lists the task's events, newest first: an event stream of
+// this task only (task_id, filtered by the server) that begins with what
+// the event log still keeps of it (within its last 50,000 events).
+function taskEvents(root, id, live) {
+  const list = h('ol', {id: 'task-events', class: 'events', reversed: true});
+  const note = h('p', {class: 'muted small', id: 'task-events-note'}, 'Loading…');
+  root.append(h('section', {class: 'card'}, h('h2', null, 'Events'), note, list));
+  const last = Number(live.lastId || 0);
+  const from = last > 50000 ? last - 50000 : 1;
+  const es = new EventSource('/api/events?task_id=' + id + '&last_event_id=' + from);
+  const seen = new Set();
+  es.onopen = () => { note.textContent = 'This task\'s events, newest first; new ones appear live.'; };
+  es.addEventListener('reset', () => { note.textContent = 'Older events are no longer kept; new ones appear live.'; });
+  es.onmessage = (m) => {
+    if (!m.data || seen.has(m.lastEventId)) return;
+    seen.add(m.lastEventId);
+    const ev = JSON.parse(m.data);
+    list.prepend(h('li', {'data-event': ev.name || ev.type},
+      timeEl(ev.time), ' ', h('strong', null, ev.name || ev.type),
+      ev.attempt ? ` attempt ${ev.attempt}` : '', ev.worker_id ? ` on ${ev.worker_id}` : '',
+      ev.message ? h('span', {class: 'muted'}, ' — ' + ev.message) : '',
+      ev.result !== undefined && ev.result !== null ? h('code', {class: 'small'}, ' ' + JSON.stringify(ev.result).slice(0, 200)) : ''));
+  };
+  return es;
 }
 
 // links shows the task's dependencies (parents) and dependents (children)
@@ -155,7 +182,7 @@ function details(t) {
       h('section', {class: 'card'}, h('h2', null, 'Result'),
         t.result === null || t.result === undefined ? h('p', {class: 'muted', id: 'task-result'}, 'none') :
           h('pre', {class: 'json', id: 'task-result'}, pretty(t.result)))),
-    h('section', {class: 'card'}, h('h2', null, `Runs (${runs.length})`),
+    h('section', {class: 'card'}, h('h2', null, `Attempts (${runs.length})`),
       runs.length === 0 ? h('p', {class: 'empty'}, 'Not run yet.') :
         table([h('th', {class: 'num'}, '#'), 'Worker', 'Address', 'Status', 'Started', 'Ended', 'Took', 'Message'],
           runs.map(r => h('tr', {'data-run': r.run_id},
