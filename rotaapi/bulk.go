@@ -29,8 +29,8 @@ type BulkJob struct {
 	Done    int `json:"done"`
 	Skipped int `json:"skipped"`
 	Failed  int `json:"failed"`
-	// Status is running, then done (even with failures) or canceled (the
-	// server stopped it).
+	// Status is running, then done (even with failures). A job whose
+	// node stops ends there, its tasks already changed staying so.
 	Status string `json:"status"`
 	// Error is the first failure's message, if any.
 	Error      string `json:"error,omitempty"`

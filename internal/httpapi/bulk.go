@@ -280,16 +280,22 @@ func (a *API) bulkStop(ctx context.Context, job *bulkJob, batch []string) {
 // bulkDelete deletes the finished tasks of batch in one write.
 func (a *API) bulkDelete(ctx context.Context, job *bulkJob, batch []string) {
 	n, err := a.store.TaskDeleteFinished(ctx, batch)
-	a.bulk.update(job, func(s *rotaapi.BulkJob) {
+	a.bulk.settle(job, len(batch), n, err)
+}
+
+// settle counts n tasks handled in one write: done of them acted on, the
+// rest skipped; or, when err is set, all n failed.
+func (b *bulkJobs) settle(job *bulkJob, n, done int, err error) {
+	b.update(job, func(s *rotaapi.BulkJob) {
 		if err != nil {
-			s.Failed += len(batch)
+			s.Failed += n
 			if s.Error == "" {
 				s.Error = err.Error()
 			}
 			return
 		}
-		s.Done += n
-		s.Skipped += len(batch) - n
+		s.Done += done
+		s.Skipped += n - done
 	})
 }
 
@@ -308,16 +314,7 @@ func (a *API) bulkRunAgain(ctx context.Context, job *bulkJob, batch []string) {
 		return
 	}
 	_, err := a.disp.Submit(ctx, ps)
-	a.bulk.update(job, func(s *rotaapi.BulkJob) {
-		if err != nil {
-			s.Failed += len(ps)
-			if s.Error == "" {
-				s.Error = err.Error()
-			}
-			return
-		}
-		s.Done += len(ps)
-	})
+	a.bulk.settle(job, len(ps), len(ps), err)
 }
 
 // bulkIDRequest names a bulk job in the path.
