@@ -68,6 +68,18 @@ func TestBrowserScheduleFormPreviewsAndShowsErrors(t *testing.T) {
 	tb.wait("schedule page", `/^\/schedules\/[^/]+$/.test(location.pathname) && document.querySelectorAll('#next-fires li').length === 10`, 10*time.Second)
 	tb.do("trigger", chromedp.Click(chromedp.ID("trigger-schedule")))
 	tb.wait("run listed", `document.querySelectorAll('#schedule-runs tbody tr').length >= 1`, 10*time.Second)
+	// Its tasks, by the schedule filter of the tasks page, lead back to it.
+	schedPath := eval[string](tb, `location.pathname`)
+	tb.do("its tasks", chromedp.Click(chromedp.ID("schedule-tasks")))
+	tb.wait("tasks of the schedule", `new URLSearchParams(location.search).get('schedule_id') !== null &&
+		document.querySelectorAll('#tasks-table tbody tr').length === 1 && document.querySelector('#filter-schedule').value !== ''`, 10*time.Second)
+	tb.do("open the task", chromedp.Click(chromedp.CSS(`#tasks-table tbody tr a`)))
+	tb.wait("the task names its schedule", `!!document.querySelector('#task-schedule')`, 10*time.Second)
+	if got := eval[string](tb, `new URL(document.querySelector('#task-schedule').href).pathname`); got != schedPath {
+		t.Errorf("the task's schedule link is %s, want %s", got, schedPath)
+	}
+	tb.do("back to the schedule", chromedp.Click(chromedp.ID("task-schedule")))
+	tb.wait("schedule page again", `!!document.querySelector('#pause-schedule')`, 10*time.Second)
 	tb.do("pause", chromedp.Click(chromedp.ID("pause-schedule")))
 	tb.wait("paused", `!!document.querySelector('#resume-schedule')`, 10*time.Second)
 	tb.screenshot(dir, "schedule")

@@ -110,7 +110,8 @@ export default async function render(root, [id], {live, signal, navigate, setTit
         h('p', {class: 'muted small'}, 'Create one run for each fire time in [from, to) that has none yet (at most 1000).'),
         backfillForm, backfillOut) : null,
       h('section', {class: 'card'}, h('h2', null, 'Payload'), h('pre', {class: 'json'}, pretty(s.task ?? s.payload))),
-      h('section', {class: 'card'}, h('div', {class: 'spread'}, h('h2', null, `Runs (${runs.length})`), strip([...sorted].reverse())),
+      h('section', {class: 'card'}, h('div', {class: 'spread'}, h('h2', null, `Runs (${runs.length})`),
+        h('a', {id: 'schedule-tasks', href: '/tasks?schedule_id=' + encodeURIComponent(sid(s))}, 'All its tasks'), strip([...sorted].reverse())),
         sorted.length === 0 ? h('p', {class: 'empty'}, 'No run yet.') :
           table(['Fire time', 'Task', 'Status', h('th', {class: 'num'}, 'Attempt'), 'Started', 'Ended', 'Message'],
             sorted.map(r => h('tr', null,
