@@ -27,6 +27,11 @@ const (
 	// EventScheduleSkipped: a schedule recorded a fire as SKIPPED; Message
 	// is the reason (overlap, misfire, backoff, circuit_open, …).
 	EventScheduleSkipped EventType = "schedule.skipped"
+	// EventBulkProgress: a bulk job (POST /api/tasks/bulk) finished a
+	// batch; Result is the job (rotaapi.BulkJob), Message a summary.
+	EventBulkProgress EventType = "bulk.progress"
+	// EventBulkDone: a bulk job ended; Result is the job.
+	EventBulkDone EventType = "bulk.done"
 )
 
 // MaxEventResult is the largest run result an event carries: a longer one

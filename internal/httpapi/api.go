@@ -130,6 +130,10 @@ type Config struct {
 	// triggers and backfills create (task, schedule.fired,
 	// schedule.skipped), as the engine's fires send them.
 	ScheduleEvents func(rota.Event)
+	// Events, optional, receives the API's own events: the progress of
+	// bulk jobs (bulk.progress after each batch, bulk.done at the end),
+	// for the cluster's event log.
+	Events func(rota.Event)
 	// ScheduleMetrics, optional, counts those runs.
 	ScheduleMetrics *metrics.Metrics
 }
@@ -161,7 +165,8 @@ type API struct {
 	// Shared, safe for concurrent use.
 	ids rota.IDGenerator // audit record ids
 
-	bulk bulkJobs // the bulk jobs of this node
+	bulk   bulkJobs         // the bulk jobs of this node
+	events func(rota.Event) // Config.Events; never nil
 
 	// Written by routes (in New) only.
 	mounted []string // the patterns of every mounted route, in order
@@ -188,6 +193,10 @@ func New(cfg Config) (*API, error) {
 		policies:     routePolicies(),
 		extra:        cfg.Handlers,
 		acceptKind:   cfg.AcceptKind,
+		events:       cfg.Events,
+	}
+	if a.events == nil {
+		a.events = func(rota.Event) {}
 	}
 	if a.log == nil {
 		a.log = slog.Default()

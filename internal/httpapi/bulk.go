@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -253,11 +254,27 @@ func (a *API) bulkRun(ctx context.Context, job *bulkJob) {
 		default:
 			a.bulkRunAgain(ctx, job, batch)
 		}
+		if start+store.BulkBatch < len(job.ids) {
+			a.bulkEvent(rota.EventBulkProgress, a.bulk.get(job.state.ID))
+		}
 	}
 	a.bulk.update(job, func(s *rotaapi.BulkJob) {
 		s.Status, s.FinishedAt = "done", rotaapi.Unix(a.now())
 	})
-	a.log.Info("bulk job done", "id", job.state.ID, "action", job.state.Action, "total", job.state.Total)
+	st := a.bulk.get(job.state.ID)
+	a.bulkEvent(rota.EventBulkDone, st)
+	a.log.Info("bulk job done", "id", st.ID, "action", st.Action, "total", st.Total, "done", st.Done, "failed", st.Failed)
+}
+
+// bulkEvent publishes a job's state to the cluster's event log: Result is
+// the job, Message a summary.
+func (a *API) bulkEvent(typ rota.EventType, st rotaapi.BulkJob) {
+	ev := rota.Event{Time: a.now(), Type: typ, Message: fmt.Sprintf("%s: %d of %d handled (%d done, %d skipped, %d failed)",
+		st.Action, st.Done+st.Skipped+st.Failed, st.Total, st.Done, st.Skipped, st.Failed)}
+	if b, err := json.Marshal(st); err == nil {
+		ev.SetResult(b)
+	}
+	a.events(ev)
 }
 
 // bulkStop stops each task of batch, bulkParallel at a time (the store

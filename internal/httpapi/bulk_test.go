@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,7 +32,18 @@ func (e *testEnv) bulk(t *testing.T, body map[string]any) rotaapi.BulkJob {
 // others alone, and is audited once with the count.
 func TestBulkStopByFilter(t *testing.T) {
 	t.Parallel()
-	e := setup(t, func(o *setupOptions) { o.auth = &AuthConfig{BootstrapToken: "boot"} })
+	var (
+		mu  sync.Mutex
+		evs []rota.Event
+	)
+	e := setup(t, func(o *setupOptions) {
+		o.auth = &AuthConfig{BootstrapToken: "boot"}
+		o.events = func(ev rota.Event) {
+			mu.Lock()
+			evs = append(evs, ev)
+			mu.Unlock()
+		}
+	})
 	items := make([]map[string]any, 600)
 	for i := range items {
 		items[i] = map[string]any{"kind": "mass", "task": i}
@@ -78,6 +90,20 @@ func TestBulkStopByFilter(t *testing.T) {
 	}
 	if rec := audit.Records[0]; rec.Actor != "ops" || rec.Target != job.ID || !strings.Contains(string(rec.After), `"total":1200`) {
 		t.Fatalf("audit record: %+v after %s", rec, rec.After)
+	}
+	// Its progress went to the event log: a batch, a batch, the end.
+	mu.Lock()
+	var got []string
+	for _, ev := range evs {
+		var st rotaapi.BulkJob
+		if err := json.Unmarshal(ev.Result, &st); err != nil || st.ID != job.ID {
+			t.Fatalf("bulk event %+v: %v", ev, err)
+		}
+		got = append(got, fmt.Sprintf("%s %d/%d", ev.Name(), st.Done, st.Total))
+	}
+	mu.Unlock()
+	if want := "[bulk.progress 500/1200 bulk.progress 1000/1200 bulk.done 1200/1200]"; fmt.Sprint(got) != want {
+		t.Fatalf("bulk events %v, want %s", got, want)
 	}
 	// A second stop of the same tasks skips them all (already finished).
 	again := e.bulkAs(t, op, map[string]any{"action": "stop", "filter": map[string]string{"kind": "mass"}})

@@ -52,6 +52,8 @@ type setupOptions struct {
 	// Config.InflightWait.
 	maxInflight  int64
 	inflightWait time.Duration
+	// events is Config.Events.
+	events func(rota.Event)
 }
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
@@ -109,7 +111,7 @@ func setup(t testing.TB, opts ...func(*setupOptions)) *testEnv {
 	}
 	a, err := New(Config{Store: s, Dispatcher: d, Logger: logger, MaxPayload: o.maxPayload, BodyReadTimeout: o.bodyTimeout, NodeID: "node-1", Version: "test",
 		ScheduleChanged: o.scheduleChanged, TargetGuard: o.targetGuard, Auth: auth, Handlers: o.handlers,
-		MaxInflightBytes: o.maxInflight, InflightWait: o.inflightWait})
+		MaxInflightBytes: o.maxInflight, InflightWait: o.inflightWait, Events: o.events})
 	if err != nil {
 		t.Fatalf("httpapi.New: %v", err)
 	}

@@ -354,6 +354,7 @@ func (s *Server) initHTTP() error {
 		},
 		AcceptKind:      s.kinds.acceptKind(),
 		ScheduleEvents:  func(ev rota.Event) { s.hub.Publish(ev); s.queue.Observe(ev) },
+		Events:          s.hub.Publish,
 		ScheduleMetrics: s.sched,
 	})
 	if err != nil {

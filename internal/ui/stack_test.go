@@ -85,7 +85,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		t.Fatal(err)
 	}
 	auth := httpapi.NewAuthenticator(httpapi.AuthConfig{BootstrapToken: opts.authToken, Tokens: st, Logger: logger})
-	api, err := httpapi.New(httpapi.Config{Store: st, Dispatcher: disp, Logger: logger, Version: "test", Auth: auth,
+	api, err := httpapi.New(httpapi.Config{Store: st, Dispatcher: disp, Logger: logger, Version: "test", Auth: auth, Events: hub.Publish,
 		Handlers: map[string]http.Handler{
 			httpapi.RouteEvents:     hub.Handler(),
 			httpapi.RouteThroughput: hub.ThroughputHandler(),
