@@ -60,6 +60,16 @@ func TestBrowserReaderSeesNoActions(t *testing.T) {
 	if status != 403 {
 		t.Errorf("a reader's pause: %v, want 403", status)
 	}
+	// No bulk action for a reader: neither the bar nor the server.
+	tb.do("open /tasks", chromedp.Navigate(s.URL+"/tasks"))
+	tb.wait("tasks page", `!!document.querySelector('#tasks-table')`, 10*time.Second)
+	for _, sel := range []string{"#bulk-bar", "#select-page"} {
+		tb.wait(sel+" hidden", hidden(sel), 5*time.Second)
+	}
+	status = eval[float64](tb, `fetch('/api/tasks/bulk', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{"action":"stop","filter":{}}'}).then(r => r.status)`)
+	if status != 403 {
+		t.Errorf("a reader's bulk stop: %v, want 403", status)
+	}
 
 	// An admin sees the audit log (the kind created above by the bootstrap
 	// token is its first record).
