@@ -30,7 +30,8 @@ func (s *Store) TaskHistory(ctx context.Context, p store.HistoryParams) ([]store
 	return out, nil
 }
 
-// TaskDeleteFinished implements store.Store: the runs, then the tasks
+// TaskDeleteFinished implements store.Store: the runs of the log (a
+// task row holds its latest run), then the tasks
 // (the deps trigger takes their links along), in one write.
 func (s *Store) TaskDeleteFinished(ctx context.Context, ids []string) (int, error) {
 	if len(ids) == 0 {
@@ -42,7 +43,7 @@ func (s *Store) TaskDeleteFinished(ctx context.Context, ids []string) (int, erro
 	}
 	var deleted int64
 	err = s.write(ctx, func(ctx context.Context, tx *wtx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE task_id IN
+		if _, err := tx.ExecContext(ctx, `DELETE FROM run_log WHERE task_id IN
 			(SELECT id FROM tasks WHERE done = 1 AND id IN (SELECT value FROM json_each(?)))`, string(list)); err != nil {
 			return fmt.Errorf("sqlitestore: delete runs: %w", err)
 		}
