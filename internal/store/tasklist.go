@@ -167,19 +167,28 @@ type HistoryBucket struct {
 	DurationSumMs, DurationMaxMs int64
 }
 
+// HistoryDialect is how a backend's SQL spells what TaskHistoryQuery
+// needs beyond the common ground.
+type HistoryDialect struct {
+	Placeholder func(n int) string // the n-th argument, from 1
+	IntDiv      string             // integer division: "/" (DIV in MySQL)
+	Int64       string             // a CAST target of 64-bit integers: BIGINT (SIGNED in MySQL)
+}
+
 // TaskHistoryQuery is the statement of TaskHistory: rows of (bucket
 // index, status, count, started, wait sum, wait max, duration sum,
 // duration max), to hand to HistoryAdd.
-func TaskHistoryQuery(p HistoryParams, placeholder func(n int) string) (string, []any) {
+func TaskHistoryQuery(p HistoryParams, d HistoryDialect) (string, []any) {
 	from, bucket := p.From.UnixMilli(), p.Bucket.Milliseconds()
 	to := from + bucket*int64(p.Buckets)
-	q := `SELECT (end_time - ` + placeholder(1) + `) / ` + placeholder(2) + ` AS b, status, count(*),
-		count(CASE WHEN start_time > 0 THEN 1 END),
-		CAST(coalesce(sum(CASE WHEN start_time > 0 THEN start_time - run_at ELSE 0 END), 0) AS BIGINT),
-		CAST(coalesce(max(CASE WHEN start_time > 0 THEN start_time - run_at ELSE 0 END), 0) AS BIGINT),
-		CAST(coalesce(sum(CASE WHEN start_time > 0 THEN end_time - start_time ELSE 0 END), 0) AS BIGINT),
-		CAST(coalesce(max(CASE WHEN start_time > 0 THEN end_time - start_time ELSE 0 END), 0) AS BIGINT)
-		FROM tasks WHERE end_time >= ` + placeholder(3) + ` AND end_time < ` + placeholder(4) + `
+	agg := func(fn, expr string) string {
+		return `CAST(coalesce(` + fn + `(CASE WHEN start_time > 0 THEN ` + expr + ` ELSE 0 END), 0) AS ` + d.Int64 + `)`
+	}
+	q := `SELECT (end_time - ` + d.Placeholder(1) + `) ` + d.IntDiv + ` ` + d.Placeholder(2) + ` AS b, status, count(*),
+		count(CASE WHEN start_time > 0 THEN 1 END), ` +
+		agg("sum", "start_time - run_at") + `, ` + agg("max", "start_time - run_at") + `, ` +
+		agg("sum", "end_time - start_time") + `, ` + agg("max", "end_time - start_time") + `
+		FROM tasks WHERE end_time >= ` + d.Placeholder(3) + ` AND end_time < ` + d.Placeholder(4) + `
 		GROUP BY b, status`
 	return q, []any{from, bucket, from, to}
 }

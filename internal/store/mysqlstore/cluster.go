@@ -119,17 +119,8 @@ func (s *Store) TaskCleanup(ctx context.Context, p store.TaskCleanupParams) (int
 		if err != nil || len(ids) == 0 {
 			return err
 		}
-		args := anyList(ids)
-		in := inList(len(ids))
-		for _, q := range []string{
-			`DELETE FROM run_history WHERE task_id IN (` + in + `)`,
-			`DELETE FROM task_deps WHERE task_id IN (` + in + `)`,
-			`DELETE FROM task_deps WHERE dep_id IN (` + in + `)`,
-			`DELETE FROM tasks WHERE id IN (` + in + `)`,
-		} {
-			if _, err := t.exec(q, args...); err != nil {
-				return wrap("delete expired tasks", err)
-			}
+		if err := deleteTasks(t, ids, "delete expired tasks"); err != nil {
+			return err
 		}
 		deleted = len(ids)
 		return nil

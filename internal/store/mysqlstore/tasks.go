@@ -438,7 +438,7 @@ func (s *Store) TaskList(ctx context.Context, p store.TaskListParams) (store.Tas
 	if err != nil {
 		return store.TaskListResult{}, unavailable(err)
 	}
-	return store.TaskListPage(tasks, limit), nil
+	return p.Page(tasks, limit), nil
 }
 
 // TaskCountByStatus implements store.Store.

@@ -12,7 +12,8 @@ import (
 
 // TaskHistory implements store.Store.
 func (s *Store) TaskHistory(ctx context.Context, p store.HistoryParams) ([]store.HistoryBucket, error) {
-	q, args := store.TaskHistoryQuery(p, func(n int) string { return "$" + strconv.Itoa(n) + "::bigint" })
+	q, args := store.TaskHistoryQuery(p, store.HistoryDialect{
+		Placeholder: func(n int) string { return "$" + strconv.Itoa(n) + "::bigint" }, IntDiv: "/", Int64: "BIGINT"})
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, s.translate("task history", err)

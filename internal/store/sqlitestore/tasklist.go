@@ -10,7 +10,7 @@ import (
 
 // TaskHistory implements store.Store.
 func (s *Store) TaskHistory(ctx context.Context, p store.HistoryParams) ([]store.HistoryBucket, error) {
-	q, args := store.TaskHistoryQuery(p, func(int) string { return "?" })
+	q, args := store.TaskHistoryQuery(p, store.HistoryDialect{Placeholder: func(int) string { return "?" }, IntDiv: "/", Int64: "BIGINT"})
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("sqlitestore: task history: %w", err))
