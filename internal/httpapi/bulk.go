@@ -334,20 +334,11 @@ func (a *API) bulkRunAgain(ctx context.Context, job *bulkJob, batch []string) {
 	a.bulk.settle(job, len(ps), len(ps), err)
 }
 
-// bulkIDRequest names a bulk job in the path.
-type bulkIDRequest struct {
-	id string
-}
-
-func (b *bulkIDRequest) readRequest(r *http.Request) error {
-	b.id = r.PathValue("id")
-	return checkID("id", b.id)
-}
-
 // bulkGet returns a bulk job's progress.
 //
 // GET /api/tasks/bulk/{id}
-func (a *API) bulkGet(_ context.Context, req *bulkIDRequest) (*rotaapi.BulkJob, error) {
+// (The job's id is read like a task's: {id}, 32 hex characters.)
+func (a *API) bulkGet(_ context.Context, req *taskIDRequest) (*rotaapi.BulkJob, error) {
 	s := a.bulk.get(req.id)
 	if s.ID == "" {
 		return nil, rota.Errorf(rota.CodeNotFound, "bulk job %s not found on this node: jobs are kept by the node that runs them (its id is the job's node), the last %d", req.id, maxBulkJobs)
