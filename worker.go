@@ -26,6 +26,10 @@ type Worker struct {
 	LastSeen      time.Time
 	Status        WorkerStatus
 	StopRequested bool // asked to drain: it gets no new work
+	// Capacity is how many runs a push worker (registered with an HTTP
+	// address, POST /api/workers/register) takes at once; 0 for a worker
+	// that only pulls.
+	Capacity int
 	// Runs are the runs it holds now, oldest first, where the listing
 	// includes them (GET /api/workers); nil elsewhere.
 	Runs []WorkerRun
@@ -47,7 +51,17 @@ type Kind struct {
 	MaxRunning       int     // cluster-wide cap on running runs; 0 means none
 	Rate             float64 // runs started per second (token bucket); 0 means none
 	RetentionSeconds int     // finished tasks older than this are deleted; 0 keeps them
+	// Dispatch is how the kind's tasks reach workers: DispatchPull (the
+	// default: workers claim them) or DispatchPush (Rota also posts them to
+	// the registered push workers of the kind).
+	Dispatch string
 }
+
+// The dispatch modes of a kind.
+const (
+	DispatchPull = "pull"
+	DispatchPush = "push"
+)
 
 // DefaultPriorityFactor is the priority factor of a kind nobody configured.
 const DefaultPriorityFactor = 2

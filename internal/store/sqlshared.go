@@ -111,6 +111,9 @@ func (p KindUpsertParams) Apply(k *rota.Kind) {
 	if p.RetentionSeconds != nil {
 		k.RetentionSeconds = *p.RetentionSeconds
 	}
+	if p.Dispatch != nil {
+		k.Dispatch = *p.Dispatch
+	}
 }
 
 // InsertOne is TaskInsert through a backend's TaskInsertMany.

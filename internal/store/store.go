@@ -31,6 +31,8 @@ type Store interface {
 	AccessStore
 	// The cluster's event log: see EventStore.
 	EventStore
+	// Push workers: see PushStore.
+	PushStore
 
 	// TaskInsert stores a new task in SCHEDULED with RunAt = params.RunAt.
 	// When params.Key is set and a task of the same kind holds that key —
@@ -442,6 +444,7 @@ type KindUpsertParams struct {
 	MaxRunning       *int
 	Rate             *float64
 	RetentionSeconds *int
+	Dispatch         *string // rota.DispatchPull or rota.DispatchPush
 }
 
 // Stats is a snapshot of the queue.

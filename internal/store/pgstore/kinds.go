@@ -12,11 +12,11 @@ import (
 	"github.com/rotahq/rota/internal/store"
 )
 
-const kindCols = `name, priority_factor, paused, max_running, rate, retention_seconds`
+const kindCols = `name, priority_factor, paused, max_running, rate, retention_seconds, dispatch`
 
 func scanKind(row pgx.Row) (*rota.Kind, error) {
 	var k rota.Kind
-	if err := row.Scan(&k.Name, &k.PriorityFactor, &k.Paused, &k.MaxRunning, &k.Rate, &k.RetentionSeconds); err != nil {
+	if err := row.Scan(&k.Name, &k.PriorityFactor, &k.Paused, &k.MaxRunning, &k.Rate, &k.RetentionSeconds, &k.Dispatch); err != nil {
 		return nil, err
 	}
 	return &k, nil
@@ -62,17 +62,18 @@ func (s *Store) KindUpsert(ctx context.Context, p store.KindUpsertParams) (*rota
 		err := t.queryRow(ctx, func(row pgx.Row) (err error) {
 			k, err = scanKind(row)
 			return err
-		}, `INSERT INTO kinds AS k (name, priority_factor, paused, max_running, rate, retention_seconds)
+		}, `INSERT INTO kinds AS k (name, priority_factor, paused, max_running, rate, retention_seconds, dispatch)
 			VALUES ($1, COALESCE($2::integer, $7), COALESCE($3::boolean, false), COALESCE($4::integer, 0),
-				COALESCE($5::double precision, 0), COALESCE($6::integer, 0))
+				COALESCE($5::double precision, 0), COALESCE($6::integer, 0), COALESCE($8::text, 'pull'))
 			ON CONFLICT (name) DO UPDATE SET
 				priority_factor = COALESCE($2::integer, k.priority_factor),
 				paused = COALESCE($3::boolean, k.paused),
 				max_running = COALESCE($4::integer, k.max_running),
 				rate = COALESCE($5::double precision, k.rate),
-				retention_seconds = COALESCE($6::integer, k.retention_seconds)
+				retention_seconds = COALESCE($6::integer, k.retention_seconds),
+				dispatch = COALESCE($8::text, k.dispatch)
 			RETURNING `+kindCols, p.Name, p.PriorityFactor, p.Paused, p.MaxRunning, p.Rate, p.RetentionSeconds,
-			rota.DefaultPriorityFactor)
+			rota.DefaultPriorityFactor, p.Dispatch)
 		if err != nil {
 			return fmt.Errorf("upsert kind %s: %w", p.Name, err)
 		}

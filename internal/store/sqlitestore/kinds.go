@@ -12,12 +12,12 @@ import (
 	"github.com/rotahq/rota/internal/store"
 )
 
-const kindCols = `name, priority_factor, paused, max_running, rate, retention_seconds`
+const kindCols = `name, priority_factor, paused, max_running, rate, retention_seconds, dispatch`
 
 func scanKind(sc scanner) (*rota.Kind, error) {
 	var k rota.Kind
 	var paused int
-	if err := sc.Scan(&k.Name, &k.PriorityFactor, &paused, &k.MaxRunning, &k.Rate, &k.RetentionSeconds); err != nil {
+	if err := sc.Scan(&k.Name, &k.PriorityFactor, &paused, &k.MaxRunning, &k.Rate, &k.RetentionSeconds, &k.Dispatch); err != nil {
 		return nil, err
 	}
 	k.Paused = paused == 1
@@ -62,8 +62,8 @@ func (s *Store) KindUpsert(ctx context.Context, p store.KindUpsertParams) (*rota
 		}
 		p.Apply(k)
 		if _, err := tx.ExecContext(ctx, `UPDATE kinds SET priority_factor = ?, paused = ?, max_running = ?, rate = ?,
-			retention_seconds = ? WHERE name = ?`, k.PriorityFactor, boolInt(k.Paused), k.MaxRunning, k.Rate,
-			k.RetentionSeconds, k.Name); err != nil {
+			retention_seconds = ?, dispatch = ? WHERE name = ?`, k.PriorityFactor, boolInt(k.Paused), k.MaxRunning, k.Rate,
+			k.RetentionSeconds, k.Dispatch, k.Name); err != nil {
 			return fmt.Errorf("sqlitestore: update kind %s: %w", k.Name, err)
 		}
 		out = k

@@ -84,6 +84,7 @@ func Run(t *testing.T, newStore func(tb testing.TB) store.Store) {
 		{"Events", testEvents},
 		{"Deps", testDeps},
 		{"TaskListMore", testTaskListMore},
+		{"Push", testPush},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {
