@@ -17,6 +17,10 @@ type Kind struct {
 	Rate float64 `json:"rate"`
 	// RetentionSeconds deletes finished tasks older than this; 0 keeps them.
 	RetentionSeconds int `json:"retention_seconds"`
+	// Dispatch is how the kind's tasks reach workers: "pull" (workers
+	// claim them) or "push" (Rota posts them to the kind's registered push
+	// workers; workers may still claim them).
+	Dispatch string `json:"dispatch"`
 	// NoWorkerSince is set (unix seconds) while the kind is in no-worker
 	// alarm: its ready tasks have had no live worker serving the kind since
 	// then, for at least the server's --no-worker-after. Omitted otherwise,
@@ -43,6 +47,8 @@ type KindPutRequest struct {
 	Rate *float64 `json:"rate,omitempty"`
 	// RetentionSeconds deletes finished tasks older than this; 0 keeps them.
 	RetentionSeconds *int `json:"retention_seconds,omitempty"`
+	// Dispatch is "pull" or "push".
+	Dispatch *string `json:"dispatch,omitempty"`
 }
 
 // Stats is the data of GET /api/stats.

@@ -223,6 +223,9 @@ type Worker struct {
 	Status rota.WorkerStatus `json:"status"`
 	// StopRequested is true once it was asked to drain.
 	StopRequested bool `json:"stop_requested"`
+	// Capacity is how many runs a push worker takes at once (its
+	// registration); omitted for a worker that only pulls.
+	Capacity int `json:"capacity,omitempty"`
 	// Runs are the runs it holds now, oldest first: in GET /api/workers
 	// only, omitted when it holds none.
 	Runs []WorkerRun `json:"runs,omitempty"`

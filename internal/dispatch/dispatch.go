@@ -124,6 +124,8 @@ type Dispatcher struct {
 
 	beats beatWaiters // heartbeats held open by HeartbeatWait; guarded by its own mutex
 
+	pushKick chan struct{} // wakes the push dispatcher (push.go); buffered 1
+
 	quit     chan struct{} // closed by Stop: waiting claims return at once
 	stopOnce sync.Once
 }
@@ -157,6 +159,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		waiters: newWaiters(),
 		quit:    make(chan struct{}),
 	}
+	d.pushKick = make(chan struct{}, 1)
 	d.leader.Store(true) // alone, a dispatcher runs every duty
 	var err error
 	if d.due, err = NewDueTimer(DueConfig{

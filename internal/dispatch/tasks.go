@@ -41,10 +41,13 @@ func (d *Dispatcher) Submit(ctx context.Context, ps []store.TaskInsertParams) ([
 	return res, nil
 }
 
-// Complete records a worker's report on its run.
+// Complete records a worker's report on its run. A failure is retried
+// after the dispatcher's backoff unless p.Backoff says otherwise.
 func (d *Dispatcher) Complete(ctx context.Context, p store.RunCompleteParams) (*rota.Task, error) {
 	p.Now = d.cfg.Clock.Now()
-	p.Backoff = d.backoff.Delay
+	if p.Backoff == nil {
+		p.Backoff = d.backoff.Delay
+	}
 	t, err := d.cfg.Store.RunComplete(ctx, p)
 	if err != nil {
 		d.afterExpiry(ctx, err)
@@ -62,6 +65,7 @@ func (d *Dispatcher) Complete(ctx context.Context, p store.RunCompleteParams) (*
 	}
 	d.emitTask(t, p.Now)
 	d.afterChange(t)
+	d.kickPush() // a push worker's slot may have freed
 	if t.Status.Terminal() && len(t.Dependents) > 0 {
 		d.afterDeps(ctx, t, p.Now)
 	}

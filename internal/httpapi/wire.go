@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"time"
 
@@ -90,26 +91,7 @@ func toTaskDetail(t *rota.Task) *rotaapi.TaskDetail {
 		DependsOn: nonNil(t.DependsOn), Dependents: nonNil(t.Dependents)}
 }
 
-func toClaimedRun(c *rota.ClaimedRun) rotaapi.ClaimedRun {
-	// A claim's lease is its start plus the heartbeat timeout (the store
-	// contract, checked by storetest).
-	started := c.LeaseExpiresAt.Add(-time.Duration(c.HeartbeatTimeoutSeconds) * time.Second)
-	return rotaapi.ClaimedRun{
-		StartedAt:               rotaapi.Unix(started),
-		StartedAtMs:             started.UnixMilli(),
-		TaskID:                  c.TaskID,
-		RunID:                   c.RunID,
-		Kind:                    c.Kind,
-		Priority:                c.Priority,
-		Task:                    rawOrNull(c.Payload),
-		Attempt:                 c.Attempt,
-		HeartbeatTimeoutSeconds: c.HeartbeatTimeoutSeconds,
-		TimeoutSeconds:          c.TimeoutSeconds,
-		LeaseExpiresAt:          rotaapi.Unix(c.LeaseExpiresAt),
-		ScheduleID:              c.ScheduleID,
-		FireTime:                rotaapi.Unix(c.FireTime),
-	}
-}
+func toClaimedRun(c *rota.ClaimedRun) rotaapi.ClaimedRun { return rotaapi.ClaimedRunOf(c) }
 
 func toKind(k *rota.Kind) rotaapi.Kind {
 	return rotaapi.Kind{
@@ -119,6 +101,7 @@ func toKind(k *rota.Kind) rotaapi.Kind {
 		MaxRunning:       k.MaxRunning,
 		Rate:             k.Rate,
 		RetentionSeconds: k.RetentionSeconds,
+		Dispatch:         cmp.Or(k.Dispatch, rota.DispatchPull),
 	}
 }
 
@@ -132,6 +115,7 @@ func toWorker(w *rota.Worker) rotaapi.Worker {
 		LastSeen:      rotaapi.Unix(w.LastSeen),
 		Status:        w.Status,
 		StopRequested: w.StopRequested,
+		Capacity:      w.Capacity,
 		Runs:          convertAll(w.Runs, toWorkerRun),
 	}
 }
