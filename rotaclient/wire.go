@@ -154,6 +154,7 @@ func (w *workerIn) worker() rota.Worker {
 	out := rota.Worker{
 		ID: w.WorkerID, Address: w.Address, Kinds: w.Kinds, Running: w.Running,
 		FirstSeen: w.FirstSeen.Time, LastSeen: w.LastSeen.Time, Status: w.Status, StopRequested: w.StopRequested,
+		Capacity: w.Capacity,
 	}
 	for _, r := range w.Runs {
 		out.Runs = append(out.Runs, rota.WorkerRun{RunID: r.RunID, TaskID: r.TaskID, Kind: r.Kind, StartedAt: r.StartedAt.Time})

@@ -254,6 +254,7 @@ func (a *API) routes() http.Handler {
 	a.mountHistory(mux)
 	a.mountKinds(mux)
 	a.mountWorkers(mux)
+	a.mountPush(mux)
 	a.mountOps(mux)
 	a.mountVersion(mux)
 	a.mountCluster(mux)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
 	"github.com/rotahq/rota/rotaapi"
 )
@@ -75,6 +76,7 @@ type kindPutRequest struct {
 func (k *kindPutRequest) validate(*API) error {
 	return CheckKindSettings("", store.KindUpsertParams{
 		PriorityFactor: k.PriorityFactor, MaxRunning: k.MaxRunning, Rate: k.Rate, RetentionSeconds: k.RetentionSeconds,
+		Dispatch: k.Dispatch,
 	})
 }
 
@@ -103,6 +105,9 @@ func CheckKindSettings(prefix string, p store.KindUpsertParams) error {
 			return err
 		}
 	}
+	if p.Dispatch != nil && *p.Dispatch != rota.DispatchPull && *p.Dispatch != rota.DispatchPush {
+		return rota.Invalid(f("dispatch"), "must be pull or push, got %s", shortQuote(*p.Dispatch))
+	}
 	return nil
 }
 
@@ -118,6 +123,7 @@ func (a *API) kindPut(ctx context.Context, req *kindPutRequest) (*rotaapi.Kind, 
 		MaxRunning:       req.MaxRunning,
 		Rate:             req.Rate,
 		RetentionSeconds: req.RetentionSeconds,
+		Dispatch:         req.Dispatch,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("put kind: %w", err)

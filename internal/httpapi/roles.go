@@ -109,6 +109,9 @@ func routePolicies() map[string]policy {
 		"POST /api/runs/{run_id}/release":   {perm: permWork},
 		"POST /api/runs/reports":            {perm: permWork},
 		"POST /api/workers/{id}/deregister": {perm: permWork}, // a worker's goodbye
+		// A push worker's address: a change of where Rota sends requests,
+		// so audited although it is the worker protocol.
+		"POST /api/workers/register": {perm: permWork, audit: "worker.register"},
 
 		// Operators' changes, audited.
 		"PATCH /api/tasks/{id}":             {perm: permOperate, audit: "task.update"},

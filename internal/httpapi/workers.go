@@ -443,6 +443,9 @@ func (a *API) workerList(ctx context.Context, req *workerListRequest) (*rotaapi.
 	for i := range res.Workers {
 		res.Workers[i].Runs = runs[res.Workers[i].ID]
 	}
+	if err := a.withCapacity(ctx, res.Workers); err != nil {
+		return nil, err
+	}
 	return &rotaapi.WorkerList{Workers: convertAll(res.Workers, toWorker), NextCursor: res.NextCursor}, nil
 }
 

@@ -31,11 +31,12 @@ type KindSpec struct {
 	MaxRunning       *int     `json:"max_running,omitempty"`
 	Rate             *float64 `json:"rate,omitempty"`
 	RetentionSeconds *int     `json:"retention_seconds,omitempty"`
+	Dispatch         *string  `json:"dispatch,omitempty"`
 }
 
 // kindSpecFields are the JSON names of KindSpec's fields: an entry with
 // another key (or one that differs only by case) is refused.
-var kindSpecFields = []string{"name", "priority_factor", "paused", "max_running", "rate", "retention_seconds"}
+var kindSpecFields = []string{"name", "priority_factor", "paused", "max_running", "rate", "retention_seconds", "dispatch"}
 
 // kindsFile is the document of a kinds file:
 //
@@ -144,7 +145,7 @@ func parseKindSpec(raw json.RawMessage) (KindSpec, error) {
 func (sp KindSpec) params() store.KindUpsertParams {
 	return store.KindUpsertParams{
 		Name: sp.Name, PriorityFactor: sp.PriorityFactor, Paused: sp.Paused,
-		MaxRunning: sp.MaxRunning, Rate: sp.Rate, RetentionSeconds: sp.RetentionSeconds,
+		MaxRunning: sp.MaxRunning, Rate: sp.Rate, RetentionSeconds: sp.RetentionSeconds, Dispatch: sp.Dispatch,
 	}
 }
 
@@ -154,7 +155,8 @@ func (sp KindSpec) matches(k *rota.Kind) bool {
 		(sp.Paused == nil || *sp.Paused == k.Paused) &&
 		(sp.MaxRunning == nil || *sp.MaxRunning == k.MaxRunning) &&
 		(sp.Rate == nil || *sp.Rate == k.Rate) &&
-		(sp.RetentionSeconds == nil || *sp.RetentionSeconds == k.RetentionSeconds)
+		(sp.RetentionSeconds == nil || *sp.RetentionSeconds == k.RetentionSeconds) &&
+		(sp.Dispatch == nil || *sp.Dispatch == k.Dispatch)
 }
 
 // declaredKinds are the kinds of Config.KindsFile. Immutable after
