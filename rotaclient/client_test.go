@@ -310,7 +310,7 @@ func TestKindsWorkersStatsEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &rota.Kind{Name: "email", PriorityFactor: 3, MaxRunning: 4, Rate: 2.5}
+	want := &rota.Kind{Name: "email", PriorityFactor: 3, MaxRunning: 4, Rate: 2.5, Dispatch: rota.DispatchPull}
 	if diff := cmp.Diff(want, k); diff != "" {
 		t.Errorf("SetKind (-want +got):\n%s", diff)
 	}

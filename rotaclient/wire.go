@@ -132,7 +132,7 @@ type taskListIn struct {
 func kindOf(w *rotaapi.Kind) rota.Kind {
 	return rota.Kind{
 		Name: w.Kind, PriorityFactor: w.PriorityFactor, Paused: w.Paused, MaxRunning: w.MaxRunning,
-		Rate: w.Rate, RetentionSeconds: w.RetentionSeconds,
+		Rate: w.Rate, RetentionSeconds: w.RetentionSeconds, Dispatch: w.Dispatch,
 	}
 }
 

@@ -78,6 +78,7 @@ func TestLenientShapes(t *testing.T) {
 		reflect.TypeFor[scheduleRunIn]():     reflect.TypeFor[rotaapi.ScheduleRun](),
 		reflect.TypeFor[scheduleRunListIn](): reflect.TypeFor[rotaapi.ScheduleRunList](),
 		reflect.TypeFor[triggerIn]():         reflect.TypeFor[rotaapi.TriggerResponse](),
+		reflect.TypeFor[pushDeliveryIn]():    reflect.TypeFor[rotaapi.PushDelivery](),
 	}
 	unix, int64Type := reflect.TypeFor[unixTime](), reflect.TypeFor[int64]()
 	for in, api := range pairs {

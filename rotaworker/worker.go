@@ -167,6 +167,13 @@ type Config struct {
 	Prefetch int
 	// Logger receives the worker's diagnostics (default slog.Default()).
 	Logger *slog.Logger
+	// Listen, when set ("127.0.0.1:0", ":8081"), runs the worker in push
+	// mode (see push.go): it serves HTTP there, registers its address with
+	// the server and runs the tasks the server posts to it instead of
+	// claiming. PushAddress is the URL it registers (default
+	// http://{the listen address}/, which must then name a host).
+	Listen      string
+	PushAddress string
 }
 
 // Cancellation causes of a handler's context, read with context.Cause. A
@@ -400,6 +407,14 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	w.log.Info("rotaworker: started", "kinds", kinds, "server", w.client.BaseURL())
 	var loops, runs sync.WaitGroup
+	push, err := w.pushMode(claimCtx, base, kinds, &loops, &runs) // nil without Config.Listen
+	if err != nil {
+		w.beginStop()
+		return err
+	}
+	if push != nil {
+		kinds = nil // push mode: no claims
+	}
 	for _, k := range kinds {
 		kh := w.handlers[k]
 		loops.Go(func() { w.claimLoop(claimCtx, base, kh, &runs) })
@@ -408,6 +423,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	runs.Wait()
 	w.rep.wait()
 	w.deregister(base)
+	push.close()
 	w.log.Info("rotaworker: stopped")
 	return nil
 }

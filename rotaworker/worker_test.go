@@ -27,14 +27,21 @@ type bundle struct {
 	ctx    context.Context
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t *testing.T) *bundle { return setupWith(t, nil) }
+
+// setupWith is setup with a server config changed by mod.
+func setupWith(t *testing.T, mod func(*server.Config)) *bundle {
 	t.Helper()
 	ctx := context.Background()
-	srv, err := server.New(ctx, server.Config{
+	cfg := server.Config{
 		Listen: "127.0.0.1:0", DataDir: t.TempDir(), Relaxed: true,
 		RetryBackoff: 20 * time.Millisecond, ReapInterval: 50 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler),
-	})
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

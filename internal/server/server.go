@@ -121,6 +121,11 @@ type Config struct {
 	// StrictKinds refuses submits of kinds KindsFile does not declare (400
 	// invalid naming kind); it needs a KindsFile.
 	StrictKinds bool
+	// PushHealthInterval is how often the leader health-checks each push
+	// worker (default dispatch.DefaultHealthInterval, 5s); a worker failing
+	// two checks in a row is lost and its runs re-dispatched. Push
+	// addresses go through the outbound guard and its TargetAllow list.
+	PushHealthInterval time.Duration
 	Logger      *slog.Logger
 	Clock       clock.Clock
 	// Cost, when set, counts the store's statements, round trips and
@@ -177,6 +182,7 @@ type Server struct {
 	cfg   Config
 	store store.Store
 	disp  *dispatch.Dispatcher
+	push  *dispatch.Push // posts the tasks of push kinds to push workers (a leader duty)
 	http  *http.Server
 	ln    net.Listener
 	errc  chan error
@@ -326,7 +332,10 @@ func (s *Server) initDispatcher() error {
 	disp.SetLeader(false)
 	s.elector.OnChange(disp.SetLeader)
 	s.disp = disp
-	return nil
+	// Push deliveries and health checks dial through the outbound guard.
+	s.push, err = dispatch.NewPush(dispatch.PushConfig{Dispatcher: disp, Client: s.guard.Client(),
+		HealthInterval: s.cfg.PushHealthInterval})
+	return err
 }
 
 // initHTTP mounts the API, the event stream, the metrics and the UI behind
@@ -430,8 +439,15 @@ func (s *Server) Start(ctx context.Context) error {
 		s.hub.Stop(ctx)
 		return err
 	}
+	if err := s.push.Start(ctx); err != nil {
+		ln.Close()
+		s.disp.Stop()
+		s.hub.Stop(ctx)
+		return err
+	}
 	if err := s.schedules.start(ctx); err != nil {
 		ln.Close()
+		s.push.Stop()
 		s.disp.Stop()
 		s.hub.Stop(ctx)
 		return err
@@ -442,6 +458,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := s.elector.Start(ctx); err != nil {
 		ln.Close()
 		s.schedules.stop()
+		s.push.Stop()
 		s.disp.Stop()
 		s.hub.Stop(ctx)
 		return err
@@ -533,6 +550,7 @@ func (s *Server) Err() <-chan error { return s.errc }
 func (s *Server) Stop(ctx context.Context) error {
 	s.elector.Stop(ctx) // resigns: the duties stop here first
 	s.schedules.stop()
+	s.push.Stop()
 	s.disp.Stop()
 	err := s.http.Shutdown(ctx)
 	if err != nil {
