@@ -477,12 +477,12 @@ func TestKinds(t *testing.T) {
 	e := setup(t)
 	var k kindJSON
 	e.ok("PUT", "/api/kinds/mail", map[string]any{"max_running": 5}, &k)
-	want := kindJSON{Kind: "mail", PriorityFactor: rota.DefaultPriorityFactor, MaxRunning: 5}
+	want := kindJSON{Kind: "mail", PriorityFactor: rota.DefaultPriorityFactor, MaxRunning: 5, Dispatch: rota.DispatchPull}
 	if k != want {
 		t.Fatalf("created: %+v, want %+v", k, want)
 	}
 	e.ok("PUT", "/api/kinds/mail", map[string]any{"priority_factor": 10, "rate": 2.5, "retention_seconds": 3600, "paused": true}, &k)
-	want = kindJSON{Kind: "mail", PriorityFactor: 10, Paused: true, MaxRunning: 5, Rate: 2.5, RetentionSeconds: 3600}
+	want = kindJSON{Kind: "mail", PriorityFactor: 10, Paused: true, MaxRunning: 5, Rate: 2.5, RetentionSeconds: 3600, Dispatch: rota.DispatchPull}
 	if k != want {
 		t.Fatalf("updated: %+v, want %+v", k, want)
 	}

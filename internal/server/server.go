@@ -121,17 +121,17 @@ type Config struct {
 	// StrictKinds refuses submits of kinds KindsFile does not declare (400
 	// invalid naming kind); it needs a KindsFile.
 	StrictKinds bool
-	// PushHealthInterval is how often the leader health-checks each push
-	// worker (default dispatch.DefaultHealthInterval, 5s); a worker failing
-	// two checks in a row is lost and its runs re-dispatched. Push
-	// addresses go through the outbound guard and its TargetAllow list.
-	PushHealthInterval time.Duration
 	Logger      *slog.Logger
 	Clock       clock.Clock
 	// Cost, when set, counts the store's statements, round trips and
 	// commits (package storecost; `rota bench` reads it). Nil counts
 	// nothing.
 	Cost *storecost.Counter
+	// PushHealthInterval is how often the leader health-checks each push
+	// worker (default dispatch.DefaultHealthInterval, 5s); a worker failing
+	// two checks in a row is lost and its runs re-dispatched. Push
+	// addresses go through the outbound guard and its TargetAllow list.
+	PushHealthInterval time.Duration
 }
 
 // DefaultEventRetention is how long the event log keeps events by default.
