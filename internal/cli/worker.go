@@ -130,6 +130,8 @@ func (wf *workerFlags) define(cmd *cobra.Command) {
 	f.IntVar(&wf.r.maxOutput, "max-output", 64<<10, "bytes of standard output kept as the message (and of standard error logged)")
 	f.IntVar(&wf.r.noRetryCode, "no-retry-code", DefaultNoRetryCode, "exit code that fails the task without retry")
 	f.IntVar(&wf.cfg.MaxLocalRetries, "local-retries", 0, "times a failing command is run again at once, for the same run, before the failure is reported")
+	f.StringVar(&wf.cfg.Listen, "listen", "", "push mode: serve on this address (e.g. 127.0.0.1:0), register it with the server and run the tasks it posts (kinds in push mode) instead of claiming")
+	f.StringVar(&wf.cfg.PushAddress, "push-address", "", "push mode: the URL to register (default http://{--listen}/, which must then name a host)")
 	f.StringVar(&wf.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&wf.logFormat, "log-format", "text", "log format: text or json")
 }

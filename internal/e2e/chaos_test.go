@@ -16,6 +16,13 @@ func startWorker(t *testing.T, server, id, kind string, concurrency int, cmd ...
 	t.Helper()
 	args := append([]string{"worker", "--server", server, "--id", id, "--kind", kind,
 		"--concurrency", fmt.Sprint(concurrency), "--log-level", "warn", "--"}, cmd...)
+	return startRota(t, args...)
+}
+
+// startRota starts the rota binary with args in a process group of its
+// own; the test's cleanup kills it.
+func startRota(t *testing.T, args ...string) *proc {
+	t.Helper()
 	c := exec.Command(rotaBinary(t), args...)
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p := &proc{cmd: c, done: make(chan struct{})}
