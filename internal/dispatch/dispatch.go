@@ -10,6 +10,9 @@
 //   - reaper.go: the lease reaper (a leader duty);
 //   - retention.go: the retention cleanup (a leader duty);
 //   - noworker.go: the no-worker alarm (evaluated on every node, emitted by the leader);
+//   - push.go: push dispatch to registered HTTP workers, with their health
+//     checks (a leader duty; the server composes it, dialing through the
+//     outbound guard);
 //   - backoff.go: the retry backoff (no loop).
 //
 // The leader duties run only while Config.Leader says this node leads, and
