@@ -239,6 +239,9 @@ func (p *Push) checkHealth(ctx context.Context, workers []store.PushWorker) time
 			h = &pushHealth{}
 			p.health[w.WorkerID] = h
 		}
+		if w.Stopped && w.Running == 0 {
+			continue // gets nothing and holds nothing: not checked until it registers again
+		}
 		if !h.next.After(now) {
 			due = append(due, w)
 			h.next = now.Add(p.cfg.HealthInterval)

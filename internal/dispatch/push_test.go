@@ -22,6 +22,7 @@ import (
 type fakePushWorker struct {
 	srv     *httptest.Server
 	healthy atomic.Bool
+	checks  atomic.Int64 // health checks received
 	answer  atomic.Value // func(rotaapi.PushDelivery) (status int, body string)
 
 	mu  sync.Mutex
@@ -35,6 +36,7 @@ func newFakePushWorker(t *testing.T) *fakePushWorker {
 	w.answer.Store(func(rotaapi.PushDelivery) (int, string) { return http.StatusAccepted, "" })
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /hook/healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		w.checks.Add(1)
 		if !w.healthy.Load() {
 			rw.WriteHeader(http.StatusServiceUnavailable)
 		}
@@ -314,6 +316,29 @@ func sorted(ss []string) []string {
 	out := slices.Clone(ss)
 	slices.Sort(out)
 	return out
+}
+
+func TestPushStoppedWorkerGetsNothing(t *testing.T) {
+	t.Parallel()
+	f, p := pushSetup(t)
+	w := newFakePushWorker(t)
+	f.register("w1", w, 1, "p")
+	round(p)
+	if _, err := f.st.WorkerDeregister(context.Background(), "w1", f.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	f.submit("p", f.clock.Now())
+	f.clock.Advance(10 * time.Second)
+	round(p)
+	wantIDs(t, "deliveries to a deregistered worker", w.deliveries())
+	if n := w.checks.Load(); n != 1 {
+		t.Fatalf("health checks = %d, want 1 (none once it deregistered)", n)
+	}
+	f.register("w1", w, 1, "p") // back
+	round(p)
+	if n := len(w.deliveries()); n != 1 || w.checks.Load() != 2 {
+		t.Fatalf("after registering again: %d deliveries, %d checks; want 1, 2", n, w.checks.Load())
+	}
 }
 
 func runsOf(t *rota.Task) string {
