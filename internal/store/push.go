@@ -64,3 +64,16 @@ func (w PushWorker) Free() int {
 	}
 	return max(w.Capacity-w.Running, 0)
 }
+
+// PushWorkerSelect is the statement both SQL backends read push workers
+// with, up to its WHERE or ORDER BY: the registration joined with its
+// worker row (a pruned worker's registration is left out), its columns
+// in the order of PushWorker's WorkerID, Address, Kinds, Capacity,
+// RegisteredAt (unix ms), Stopped and Running. truth is the backend's
+// literal of true ("1", "true").
+func PushWorkerSelect(truth string) string {
+	return `SELECT p.worker_id, p.address, w.kinds, p.capacity, p.registered_at,
+		(w.stop_requested = ` + truth + ` OR w.deregistered = ` + truth + `),
+		(SELECT count(*) FROM runs r WHERE r.worker_id = w.id AND r.status = 'RUNNING')
+		FROM push_workers p JOIN workers w ON w.id = p.worker_id`
+}

@@ -12,12 +12,6 @@ import (
 
 var _ store.PushStore = (*Store)(nil)
 
-// pushWorkerCols are the columns scanPushWorker reads, from push_workers p
-// joined with workers w.
-const pushWorkerCols = `p.worker_id, p.address, w.kinds, p.capacity, p.registered_at,
-	(w.stop_requested OR w.deregistered),
-	(SELECT count(*) FROM runs r WHERE r.worker_id = w.id AND r.status = 'RUNNING')`
-
 func scanPushWorker(row pgx.Row) (*store.PushWorker, error) {
 	var (
 		w          store.PushWorker
@@ -47,8 +41,7 @@ func (s *Store) WorkerRegister(ctx context.Context, p store.WorkerRegisterParams
 		err := t.queryRow(ctx, func(row pgx.Row) (err error) {
 			out, err = scanPushWorker(row)
 			return err
-		}, `SELECT `+pushWorkerCols+` FROM push_workers p JOIN workers w ON w.id = p.worker_id
-			WHERE p.worker_id = $1`, p.WorkerID)
+		}, store.PushWorkerSelect("true")+` WHERE p.worker_id = $1`, p.WorkerID)
 		if err != nil {
 			return fmt.Errorf("register worker %s: %w", p.WorkerID, err)
 		}
@@ -62,8 +55,7 @@ func (s *Store) WorkerRegister(ctx context.Context, p store.WorkerRegisterParams
 
 // PushWorkerList implements store.PushStore.
 func (s *Store) PushWorkerList(ctx context.Context) ([]store.PushWorker, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+pushWorkerCols+`
-		FROM push_workers p JOIN workers w ON w.id = p.worker_id ORDER BY p.worker_id`)
+	rows, err := s.pool.Query(ctx, store.PushWorkerSelect("true")+` ORDER BY p.worker_id`)
 	if err != nil {
 		return nil, s.translate("list push workers", err)
 	}

@@ -12,12 +12,6 @@ import (
 
 var _ store.PushStore = (*Store)(nil)
 
-// pushWorkerCols are the columns scanPushWorker reads, from push_workers p
-// joined with workers w.
-const pushWorkerCols = `p.worker_id, p.address, w.kinds, p.capacity, p.registered_at,
-	(w.stop_requested = 1 OR w.deregistered = 1),
-	(SELECT COUNT(*) FROM runs r WHERE r.worker_id = w.id AND r.status = 'RUNNING')`
-
 func scanPushWorker(sc scanner) (*store.PushWorker, error) {
 	var (
 		w          store.PushWorker
@@ -56,8 +50,7 @@ func (s *Store) WorkerRegister(ctx context.Context, p store.WorkerRegisterParams
 				registered_at = excluded.registered_at`, p.WorkerID, p.Address, p.Capacity, now); err != nil {
 			return fmt.Errorf("sqlitestore: register push worker %s: %w", p.WorkerID, err)
 		}
-		w, err := scanPushWorker(tx.QueryRowContext(ctx, `SELECT `+pushWorkerCols+`
-			FROM push_workers p JOIN workers w ON w.id = p.worker_id WHERE p.worker_id = ?`, p.WorkerID))
+		w, err := scanPushWorker(tx.QueryRowContext(ctx, store.PushWorkerSelect("1")+` WHERE p.worker_id = ?`, p.WorkerID))
 		if err != nil {
 			return fmt.Errorf("sqlitestore: read push worker %s: %w", p.WorkerID, err)
 		}
@@ -69,8 +62,7 @@ func (s *Store) WorkerRegister(ctx context.Context, p store.WorkerRegisterParams
 
 // PushWorkerList implements store.PushStore.
 func (s *Store) PushWorkerList(ctx context.Context) ([]store.PushWorker, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+pushWorkerCols+`
-		FROM push_workers p JOIN workers w ON w.id = p.worker_id ORDER BY p.worker_id`)
+	rows, err := s.r.QueryContext(ctx, store.PushWorkerSelect("1")+` ORDER BY p.worker_id`)
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("sqlitestore: list push workers: %w", err))
 	}
