@@ -147,3 +147,41 @@ func checkPushOutcome(t *testing.T, final map[string]taskView, victim string) {
 		t.Fatalf("the killed worker's task: last run %+v; want SUCCESS by another worker", last)
 	}
 }
+
+// TestPushSurvivesServerRestart: a push worker's registration and its
+// kind's push mode are in the store: after the server is killed and
+// started again on the same data, the tasks submitted are pushed to the
+// worker, which registered once, before the restart.
+func TestPushSurvivesServerRestart(t *testing.T) {
+	t.Parallel()
+	addr, dir := freePort(t), t.TempDir()
+	base := "http://" + addr
+	flags := []string{"--target-allow", "127.0.0.1", "--push-health-interval", "200ms"}
+	srv := startServer(t, addr, dir, flags...)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if code, env, err := call(ctx, "PUT", base+"/api/kinds/pushr", map[string]any{"dispatch": "push"}, nil); err != nil || code != 200 {
+		t.Fatalf("PUT kind: %d %v %s", code, err, env.Message)
+	}
+	startRota(t, "worker", "--server", base, "--id", "pr-0", "--kind", "pushr", "--listen", "127.0.0.1:0",
+		"--concurrency", "2", "--log-level", "warn", "--", "sh", "-c", "cat >/dev/null; echo ok")
+	pollUntil(t, 30*time.Second, "the push worker registered", func() bool {
+		return pushWorkers(t, ctx, base)["pr-0"].Capacity == 2
+	})
+	for round := range 2 {
+		start := time.Now()
+		ids := submitBatch(t, ctx, base, "pushr", 10, nil, func(i int) any { return i })
+		for id, tv := range waitTerminal(t, ctx, base, ids, time.Minute) {
+			if tv.Status != "SUCCESS" || len(tv.Runs) != 1 || tv.Runs[0].WorkerID != "pr-0" {
+				t.Fatalf("round %d: task %s %s, runs %+v; want SUCCESS by pr-0", round, id, tv.Status, tv.Runs)
+			}
+		}
+		t.Logf("round %d: 10 tasks pushed and done in %v", round, time.Since(start).Round(time.Millisecond))
+		if round == 0 {
+			srv.kill() // SIGKILL: nothing is saved on the way out
+			start = time.Now()
+			srv = startServer(t, addr, dir, flags...)
+			t.Logf("server restarted in %v", time.Since(start).Round(time.Millisecond))
+		}
+	}
+}
