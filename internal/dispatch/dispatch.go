@@ -128,6 +128,7 @@ type Dispatcher struct {
 	beats beatWaiters // heartbeats held open by HeartbeatWait; guarded by its own mutex
 
 	pushKick chan struct{} // wakes the push dispatcher (push.go); buffered 1
+	pushMu   sync.Mutex    // push claims vs deregistrations (push.go)
 
 	quit     chan struct{} // closed by Stop: waiting claims return at once
 	stopOnce sync.Once

@@ -205,7 +205,7 @@ func (p *Push) runOnce(ctx context.Context) (time.Duration, []string) {
 		p.d.cfg.Logger.Warn("dispatch: push: list kinds", "err", err)
 		return p.cfg.Poll, nil
 	}
-	served := p.deliverAll(ctx, workers, kinds)
+	served := p.deliverAll(ctx, kinds)
 	return min(p.cfg.Poll, max(next.Sub(p.d.cfg.Clock.Now()), time.Millisecond)), served
 }
 
@@ -377,8 +377,20 @@ func (p *Push) rescueLost(ctx context.Context, workers []store.PushWorker) {
 
 // deliverAll claims for every healthy worker with free slots, starting
 // one further each round so that no worker is always served first, and
-// returns the push kinds the workers serve.
-func (p *Push) deliverAll(ctx context.Context, workers []store.PushWorker, pushKinds map[string]bool) []string {
+// returns the push kinds the workers serve. The workers are read again,
+// under the lock deregistrations take (DeregisterWorker): a claim made for
+// a worker records it as seen, which would undo a deregistration made
+// since the read.
+func (p *Push) deliverAll(ctx context.Context, pushKinds map[string]bool) []string {
+	p.d.pushMu.Lock()
+	defer p.d.pushMu.Unlock()
+	workers, err := p.d.cfg.Store.PushWorkerList(ctx)
+	if err != nil || len(workers) == 0 {
+		if err != nil {
+			p.d.cfg.Logger.Warn("dispatch: push: list workers", "err", err)
+		}
+		return nil
+	}
 	served := map[string]bool{}
 	p.mu.Lock()
 	start := p.rotate % len(workers)
@@ -565,6 +577,15 @@ func (d *Dispatcher) RegisterWorker(ctx context.Context, p store.WorkerRegisterP
 	}
 	d.kickPush()
 	return w, nil
+}
+
+// DeregisterWorker records that a worker stopped gracefully
+// (store.Store.WorkerDeregister), never while this node's push dispatcher
+// claims for it.
+func (d *Dispatcher) DeregisterWorker(ctx context.Context, id string) (*rota.Worker, error) {
+	d.pushMu.Lock()
+	defer d.pushMu.Unlock()
+	return d.cfg.Store.WorkerDeregister(ctx, id, d.cfg.Clock.Now())
 }
 
 // kickPush wakes this node's push dispatcher, if it serves push kinds: a

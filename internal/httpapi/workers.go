@@ -511,7 +511,7 @@ func (a *API) forbiddenRuns(ctx context.Context, runIDs []string) (map[string]er
 //
 // POST /api/workers/{id}/deregister
 func (a *API) workerDeregister(ctx context.Context, req *workerIDRequest) (*rotaapi.Worker, error) {
-	w, err := a.store.WorkerDeregister(ctx, req.id, a.now())
+	w, err := a.disp.DeregisterWorker(ctx, req.id)
 	if err != nil {
 		return nil, fmt.Errorf("deregister worker: %w", err)
 	}
