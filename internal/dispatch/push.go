@@ -132,8 +132,8 @@ func (p *Push) Start(ctx context.Context) error {
 	})
 }
 
-// Stop ends the loop and the deliveries in flight and waits for them. It
-// is idempotent.
+// Stop ends the loop and the deliveries in flight, waits for them and
+// closes the client's idle connections. It is idempotent.
 func (p *Push) Stop() {
 	p.stop()
 	p.mu.Lock()
@@ -142,6 +142,7 @@ func (p *Push) Stop() {
 	}
 	p.mu.Unlock()
 	p.deliveries.Wait()
+	p.cfg.Client.CloseIdleConnections()
 }
 
 // Healthy reports whether the last health check of a worker answered
