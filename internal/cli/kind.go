@@ -91,15 +91,16 @@ func printKind(w io.Writer, k *rota.Kind) error {
 func newKindSetCmd(env Env) *cobra.Command {
 	o := &apiOpts{env: env, fields: map[string]string{
 		"priority_factor": "priority-factor", "paused": "paused", "max_running": "max-running",
-		"rate": "rate", "retention_seconds": "retention",
+		"rate": "rate", "retention_seconds": "retention", "dispatch": "dispatch",
 	}}
 	var (
 		factor, maxRunning, retention int
 		paused                        bool
 		rate                          float64
+		dispatch                      string
 	)
 	cmd := &cobra.Command{
-		Use:   "set KIND [--priority-factor N] [--paused] [--max-running N] [--rate R] [--retention D]",
+		Use:   "set KIND [--priority-factor N] [--paused] [--max-running N] [--rate R] [--retention D] [--dispatch pull|push]",
 		Short: "Create a kind or change some of its settings",
 		Long: `Create a kind or change the settings given as flags; the others keep their value.
 
@@ -107,7 +108,8 @@ func newKindSetCmd(env Env) *cobra.Command {
   --max-running N       at most N runs of the kind at once, cluster-wide (0: no cap)
   --rate R              at most R run starts per second (0: no limit)
   --retention D         delete finished tasks older than D (0: keep them)
-  --paused              a paused kind accepts tasks but hands none out`,
+  --paused              a paused kind accepts tasks but hands none out
+  --dispatch push       also post the kind's tasks to its registered push workers (pull: workers claim them)`,
 		Example: `  rota kind set email --priority-factor 3 --max-running 20
   rota kind set reports --retention 168h`,
 		Args: exactArgs("KIND"),
@@ -132,6 +134,9 @@ func newKindSetCmd(env Env) *cobra.Command {
 			if fs.Changed("retention") {
 				s.RetentionSeconds = &retention
 			}
+			if fs.Changed("dispatch") {
+				s.Dispatch = &dispatch
+			}
 			c, err := o.client()
 			if err != nil {
 				return err
@@ -154,6 +159,7 @@ func newKindSetCmd(env Env) *cobra.Command {
 	f.IntVar(&maxRunning, "max-running", 0, "cluster-wide cap on running runs (0: none)")
 	f.Float64Var(&rate, "rate", 0, "run starts per second (0: no limit)")
 	f.Var(secondsValue{&retention}, "retention", "delete finished tasks older than this (0: keep)")
+	f.StringVar(&dispatch, "dispatch", rota.DispatchPull, "how tasks reach workers: pull (claims) or push (posted to registered push workers)")
 	addAPIFlags(cmd, o, true)
 	annotateEnv(cmd)
 	return cmd

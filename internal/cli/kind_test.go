@@ -34,6 +34,18 @@ func TestKindCommands(t *testing.T) {
 		t.Errorf("bad factor: %q", msg)
 	}
 	b.wantExit(t, ExitUsage, "kind", "pause")
+	// Push dispatch: set, kept by other changes, refused when unknown.
+	b.ok(t, "kind", "set", "hooks", "--dispatch", "push")
+	b.ok(t, "kind", "set", "hooks", "--max-running", "2")
+	var d struct {
+		Dispatch string `json:"dispatch"`
+	}
+	if err := json.Unmarshal([]byte(b.ok(t, "kind", "get", "hooks", "-o", "json")), &d); err != nil || d.Dispatch != "push" {
+		t.Errorf("kind set --dispatch push: %+v %v", d, err)
+	}
+	if msg := b.wantExit(t, ExitUsage, "kind", "set", "hooks", "--dispatch", "shove"); !strings.Contains(msg, "(flag --dispatch)") {
+		t.Errorf("bad dispatch: %q", msg)
+	}
 }
 
 func TestStatsAndWorkerListCommands(t *testing.T) {
