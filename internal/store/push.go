@@ -65,15 +65,19 @@ func (w PushWorker) Free() int {
 	return max(w.Capacity-w.Running, 0)
 }
 
-// PushWorkerSelect is the statement both SQL backends read push workers
+// PushWorkerSelect is the statement the SQL backends read push workers
 // with, up to its WHERE or ORDER BY: the registration joined with its
 // worker row (a pruned worker's registration is left out), its columns
 // in the order of PushWorker's WorkerID, Address, Kinds, Capacity,
 // RegisteredAt (unix ms), Stopped and Running. truth is the backend's
-// literal of true ("1", "true").
-func PushWorkerSelect(truth string) string {
+// literal of true ("1", "true"); running its SQL count of the running runs
+// of the worker aliased w (RunningOf where runs is a table or view).
+func PushWorkerSelect(truth, running string) string {
 	return `SELECT p.worker_id, p.address, w.kinds, p.capacity, p.registered_at,
-		(w.stop_requested = ` + truth + ` OR w.deregistered = ` + truth + `),
-		(SELECT count(*) FROM runs r WHERE r.worker_id = w.id AND r.status = 'RUNNING')
+		(w.stop_requested = ` + truth + ` OR w.deregistered = ` + truth + `), ` + running + `
 		FROM push_workers p JOIN workers w ON w.id = p.worker_id`
 }
+
+// RunningOf is the SQL count of the running runs of the worker aliased w,
+// for a backend with a runs table or view.
+const RunningOf = `(SELECT count(*) FROM runs r WHERE r.worker_id = w.id AND r.status = 'RUNNING')`

@@ -12,11 +12,11 @@ import (
 	"github.com/rotahq/rota/internal/store"
 )
 
-const kindCols = `name, priority_factor, paused, max_running, rate, retention_seconds`
+const kindCols = `name, priority_factor, paused, max_running, rate, retention_seconds, dispatch`
 
 func scanKind(sc scanner) (rota.Kind, error) {
 	var k rota.Kind
-	err := sc.Scan(&k.Name, &k.PriorityFactor, &k.Paused, &k.MaxRunning, &k.Rate, &k.RetentionSeconds)
+	err := sc.Scan(&k.Name, &k.PriorityFactor, &k.Paused, &k.MaxRunning, &k.Rate, &k.RetentionSeconds, &k.Dispatch)
 	return k, err
 }
 
@@ -53,8 +53,8 @@ func (s *Store) KindUpsert(ctx context.Context, p store.KindUpsertParams) (*rota
 		wasPaused := k.Paused
 		p.Apply(&k)
 		if _, err := t.exec(`UPDATE kinds SET priority_factor = ?, paused = ?, max_running = ?, rate = ?,
-			retention_seconds = ? WHERE name = ?`, k.PriorityFactor, boolInt(k.Paused), k.MaxRunning, k.Rate,
-			k.RetentionSeconds, k.Name); err != nil {
+			retention_seconds = ?, dispatch = ? WHERE name = ?`, k.PriorityFactor, boolInt(k.Paused), k.MaxRunning, k.Rate,
+			k.RetentionSeconds, k.Dispatch, k.Name); err != nil {
 			return wrap("update kind "+k.Name, err)
 		}
 		if !k.Paused || wasPaused {

@@ -41,7 +41,7 @@ func (s *Store) WorkerRegister(ctx context.Context, p store.WorkerRegisterParams
 		err := t.queryRow(ctx, func(row pgx.Row) (err error) {
 			out, err = scanPushWorker(row)
 			return err
-		}, store.PushWorkerSelect("true")+` WHERE p.worker_id = $1`, p.WorkerID)
+		}, store.PushWorkerSelect("true", store.RunningOf)+` WHERE p.worker_id = $1`, p.WorkerID)
 		if err != nil {
 			return fmt.Errorf("register worker %s: %w", p.WorkerID, err)
 		}
@@ -55,7 +55,7 @@ func (s *Store) WorkerRegister(ctx context.Context, p store.WorkerRegisterParams
 
 // PushWorkerList implements store.PushStore.
 func (s *Store) PushWorkerList(ctx context.Context) ([]store.PushWorker, error) {
-	rows, err := s.pool.Query(ctx, store.PushWorkerSelect("true")+` ORDER BY p.worker_id`)
+	rows, err := s.pool.Query(ctx, store.PushWorkerSelect("true", store.RunningOf)+` ORDER BY p.worker_id`)
 	if err != nil {
 		return nil, s.translate("list push workers", err)
 	}

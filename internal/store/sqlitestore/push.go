@@ -50,7 +50,7 @@ func (s *Store) WorkerRegister(ctx context.Context, p store.WorkerRegisterParams
 				registered_at = excluded.registered_at`, p.WorkerID, p.Address, p.Capacity, now); err != nil {
 			return fmt.Errorf("sqlitestore: register push worker %s: %w", p.WorkerID, err)
 		}
-		w, err := scanPushWorker(tx.QueryRowContext(ctx, store.PushWorkerSelect("1")+` WHERE p.worker_id = ?`, p.WorkerID))
+		w, err := scanPushWorker(tx.QueryRowContext(ctx, store.PushWorkerSelect("1", store.RunningOf)+` WHERE p.worker_id = ?`, p.WorkerID))
 		if err != nil {
 			return fmt.Errorf("sqlitestore: read push worker %s: %w", p.WorkerID, err)
 		}
@@ -62,7 +62,7 @@ func (s *Store) WorkerRegister(ctx context.Context, p store.WorkerRegisterParams
 
 // PushWorkerList implements store.PushStore.
 func (s *Store) PushWorkerList(ctx context.Context) ([]store.PushWorker, error) {
-	rows, err := s.r.QueryContext(ctx, store.PushWorkerSelect("1")+` ORDER BY p.worker_id`)
+	rows, err := s.r.QueryContext(ctx, store.PushWorkerSelect("1", store.RunningOf)+` ORDER BY p.worker_id`)
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("sqlitestore: list push workers: %w", err))
 	}
