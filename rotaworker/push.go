@@ -181,6 +181,10 @@ func (p *pushServer) deliver(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := newRunState(w, kh, d.Run, handedOver(recv, d.ServerTime, d.Run.StartedAt))
+	st.slotted = true
+	kh.hand.mu.Lock()
+	kh.hand.n++ // the run is in the kind's hand until it leaves (startHandler)
+	kh.hand.mu.Unlock()
 	p.runs.Go(func() { st.execute(p.base) })
 	rw.WriteHeader(http.StatusAccepted)
 }

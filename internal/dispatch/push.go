@@ -92,6 +92,7 @@ type pushHealth struct {
 	healthy  bool      // the last check answered
 	failures int       // failed checks in a row
 	next     time.Time // when the next check is due
+	busy     bool      // answered a delivery 429/503: no delivery until its next check answers
 }
 
 // NewPush returns a Push dispatcher; Start runs it.
@@ -152,6 +153,15 @@ func (p *Push) Healthy(workerID string) bool {
 	defer p.mu.Unlock()
 	h := p.health[workerID]
 	return h != nil && h.healthy
+}
+
+// takesWork reports whether a worker gets deliveries: healthy, and not
+// busy since its last check.
+func (p *Push) takesWork(workerID string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := p.health[workerID]
+	return h != nil && h.healthy && !h.busy
 }
 
 // wait sleeps up to d, or until a submit of one of kinds (a push waiter
@@ -324,7 +334,7 @@ func (p *Push) noteHealth(id string, ok bool) bool {
 	}
 	h.checked = true
 	if ok {
-		h.healthy, h.failures = true, 0
+		h.healthy, h.failures, h.busy = true, 0, false
 		return true
 	}
 	h.healthy = false
@@ -406,7 +416,7 @@ func (p *Push) deliverAll(ctx context.Context, pushKinds map[string]bool) []stri
 				served[k] = true
 			}
 		}
-		if len(kinds) == 0 || w.Free() == 0 || !p.Healthy(w.WorkerID) || ctx.Err() != nil {
+		if len(kinds) == 0 || w.Free() == 0 || !p.takesWork(w.WorkerID) || ctx.Err() != nil {
 			continue
 		}
 		res, err := p.d.Claim(ctx, ClaimRequest{WorkerID: w.WorkerID, Address: w.Address, Kinds: kinds, Max: w.Free()})
@@ -556,15 +566,27 @@ func (p *Push) handBack(ctx context.Context, workerID string, run rota.ClaimedRu
 	if p.lost(workerID) {
 		rp.Release, rp.Retry, rp.Backoff = false, true, noBackoff
 		rp.Message = "push worker " + workerID + " stopped answering health checks"
-	} else if !errors.Is(cause, errBusy) {
-		p.mu.Lock()
-		if h := p.health[workerID]; h != nil {
-			h.healthy, h.next = false, time.Time{} // out until it answers a check
-		}
-		p.mu.Unlock()
+	} else {
+		p.noteRefusal(workerID, errors.Is(cause, errBusy))
 	}
 	if _, err := p.d.Complete(ctx, rp); err != nil && !errors.Is(err, rota.ErrLeaseLost) {
 		p.d.cfg.Logger.Warn("dispatch: push: hand back a run", "run", run.RunID, "err", err)
+	}
+}
+
+// noteRefusal takes a worker that refused a delivery out of the pool
+// until its next check answers: checked at once when it could not be
+// reached, at its next due check when busy (so that refusals do not loop).
+func (p *Push) noteRefusal(workerID string, busy bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := p.health[workerID]
+	switch {
+	case h == nil:
+	case busy:
+		h.busy = true
+	default:
+		h.healthy, h.next = false, time.Time{}
 	}
 }
 

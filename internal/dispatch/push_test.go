@@ -208,6 +208,15 @@ func TestPushBusyReleases(t *testing.T) {
 	if !p.Healthy("w1") {
 		t.Fatal("a busy worker left the pool")
 	}
+	round(p) // busy until its next check: no loop of refusals
+	if n := len(w.deliveries()); n != 1 {
+		t.Fatalf("deliveries to a busy worker before its next check: %d, want 1", n)
+	}
+	f.clock.Advance(10 * time.Second)
+	round(p)
+	if n := len(w.deliveries()); n != 2 {
+		t.Fatalf("deliveries once its check answered: %d, want 2", n)
+	}
 }
 
 func TestPushHonoursPinning(t *testing.T) {
