@@ -157,14 +157,18 @@ type cand struct {
 // PinnedOnly claim), each by RunAt then id.
 func (t *tx) candidates(p store.TaskClaimParams, kind string, max int, now int64) ([3][]cand, error) {
 	var queues [3][]cand
+	first, err := t.firstReady(kind, p.PinnedOnly, max, now)
+	if err != nil {
+		return queues, err
+	}
 	for lvl := range 3 {
-		pinned, err := t.scanReady(t.s.kReady(kind, lvl, true), p.WorkerID, true, max, now)
+		pinned, err := t.scanReady(t.s.kReady(kind, lvl, true), first[2*lvl], p.WorkerID, true, max, now)
 		if err != nil {
 			return queues, err
 		}
 		queues[lvl] = pinned
 		if !p.PinnedOnly {
-			free, err := t.scanReady(t.s.kReady(kind, lvl, false), p.WorkerID, false, max, now)
+			free, err := t.scanReady(t.s.kReady(kind, lvl, false), first[2*lvl+1], p.WorkerID, false, max, now)
 			if err != nil {
 				return queues, err
 			}
@@ -177,23 +181,71 @@ func (t *tx) candidates(p store.TaskClaimParams, kind string, max int, now int64
 	return queues, nil
 }
 
-// scanReady reads due tasks of a ready set, in order, keeping up to max
-// that worker may take.
-func (t *tx) scanReady(key, worker string, pinned bool, max int, now int64) ([]cand, error) {
+// readyBatch is one batch read of a ready set: its due ids and records.
+type readyBatch struct {
+	ids  []string
+	docs []doc
+}
+
+// batchOf is the size of a ready set's batch for a claim of max.
+func batchOf(max int) int64 { return int64(max + 8) }
+
+// firstReady reads the first batch of the kind's six ready sets (pinned
+// and not, per level: index 2*level, +1 unpinned) with their records, in
+// two round trips.
+func (t *tx) firstReady(kind string, pinnedOnly bool, max int, now int64) ([6]readyBatch, error) {
+	var out [6]readyBatch
+	cmds := make([]*redis.StringSliceCmd, 6)
+	_, err := t.s.rdb.Pipelined(t.ctx, func(p redis.Pipeliner) error {
+		for i := range 6 {
+			if pinnedOnly && i%2 == 1 {
+				continue
+			}
+			cmds[i] = p.ZRangeByScore(t.ctx, t.s.kReady(kind, i/2, i%2 == 0), &redis.ZRangeBy{Min: "-inf", Max: itoa(now), Count: batchOf(max)})
+		}
+		return nil
+	})
+	if err != nil {
+		return out, err
+	}
+	var keys []string
+	for i, c := range cmds {
+		if c != nil {
+			out[i].ids = c.Val()
+			for _, id := range out[i].ids {
+				keys = append(keys, t.s.kTask(id))
+			}
+		}
+	}
+	docs, err := t.peekMany(keys)
+	if err != nil {
+		return out, err
+	}
+	for i := range out {
+		out[i].docs, docs = docs[:len(out[i].ids)], docs[len(out[i].ids):]
+	}
+	return out, nil
+}
+
+// scanReady reads due tasks of a ready set, in order, from its first
+// batch on, keeping up to max that worker may take.
+func (t *tx) scanReady(key string, first readyBatch, worker string, pinned bool, max int, now int64) ([]cand, error) {
 	var out []cand
-	batch := int64(max + 8)
+	batch := batchOf(max)
 	for off := int64(0); len(out) < max; off += batch {
-		ids, err := t.s.rdb.ZRangeByScore(t.ctx, key, &redis.ZRangeBy{Min: "-inf", Max: itoa(now), Offset: off, Count: batch}).Result()
-		if err != nil {
-			return nil, err
-		}
-		keys := make([]string, len(ids))
-		for i, id := range ids {
-			keys[i] = t.s.kTask(id)
-		}
-		docs, err := t.peekMany(keys)
-		if err != nil {
-			return nil, err
+		ids, docs := first.ids, first.docs
+		if off > 0 {
+			var err error
+			if ids, err = t.s.rdb.ZRangeByScore(t.ctx, key, &redis.ZRangeBy{Min: "-inf", Max: itoa(now), Offset: off, Count: batch}).Result(); err != nil {
+				return nil, err
+			}
+			keys := make([]string, len(ids))
+			for i, id := range ids {
+				keys[i] = t.s.kTask(id)
+			}
+			if docs, err = t.peekMany(keys); err != nil {
+				return nil, err
+			}
 		}
 		for _, dc := range docs {
 			if dc.v == 0 || len(out) >= max {
