@@ -279,3 +279,30 @@ func isCommit(cmd redis.Cmder) bool {
 	n := cmd.Name()
 	return n == "evalsha" || n == "eval"
 }
+
+// DropPrefix deletes every key of prefix in the Redis at url (tests and
+// `rota bench` clean up after themselves with it).
+func DropPrefix(ctx context.Context, url, prefix string) error {
+	opts, _, err := ParseURL(url)
+	if err != nil {
+		return err
+	}
+	c := redis.NewClient(opts)
+	defer c.Close()
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		return fmt.Errorf("redisstore: drop %s: %w", prefix, err)
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), 1000)
+		if err := c.Del(ctx, keys[:n]...).Err(); err != nil {
+			return fmt.Errorf("redisstore: drop %s: %w", prefix, err)
+		}
+		keys = keys[n:]
+	}
+	return nil
+}

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/rotahq/rota/internal/store/redisstore"
 )
 
@@ -50,25 +48,7 @@ func Open(tb testing.TB) *redisstore.Store {
 
 // Drop deletes every key of prefix in the Redis at url.
 func Drop(tb testing.TB, url, prefix string) {
-	opts, _, err := redisstore.ParseURL(url)
-	if err != nil {
+	if err := redisstore.DropPrefix(context.Background(), url, prefix); err != nil {
 		tb.Error(err)
-		return
-	}
-	c := redis.NewClient(opts)
-	defer c.Close()
-	ctx := context.Background()
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	for len(keys) > 0 {
-		n := min(len(keys), 1000)
-		if err := c.Del(ctx, keys[:n]...).Err(); err != nil {
-			tb.Errorf("drop %s: %v", prefix, err)
-			return
-		}
-		keys = keys[n:]
 	}
 }
