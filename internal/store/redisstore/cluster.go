@@ -186,6 +186,8 @@ func (s *Store) Subscribe(ctx context.Context, fn func(store.Notification)) erro
 func (s *Store) listen(ctx context.Context, fn func(store.Notification), resume bool) error {
 	ps := s.rdb.Subscribe(ctx, s.channel)
 	defer ps.Close()
+	stop := context.AfterFunc(ctx, func() { ps.Close() }) // a blocked receive ends with ctx
+	defer stop()
 	if _, err := ps.Receive(ctx); err != nil {
 		return err
 	}
