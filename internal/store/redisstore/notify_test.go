@@ -10,31 +10,9 @@ import (
 	"github.com/rotahq/rota/internal/store"
 	"github.com/rotahq/rota/internal/store/redisstore"
 	"github.com/rotahq/rota/internal/store/redisstore/redistest"
+	"github.com/rotahq/rota/internal/store/storetest"
 )
 
-// subscribe runs Subscribe on st until the test ends and returns what it
-// delivers.
-func subscribe(t *testing.T, st store.Store) <-chan store.Notification {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := make(chan store.Notification, 4096)
-	done := make(chan error, 1)
-	go func() {
-		done <- st.Subscribe(ctx, func(n store.Notification) {
-			select {
-			case ch <- n:
-			default:
-			}
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Subscribe returned %v, want nil when its context ends", err)
-		}
-	})
-	return ch
-}
 
 // waitKind returns when ch delivers a notification of kind, or false after d.
 func waitKind(ch <-chan store.Notification, kind string, d time.Duration) bool {
@@ -75,7 +53,7 @@ func TestCrossNodeWakeUp(t *testing.T) {
 		return st
 	}
 	a, b := open("a"), open("b")
-	notes := subscribe(t, b)
+	notes := storetest.Subscribe(t, b)
 	w0 := time.Now()
 	for !waitKind(notes, "warmup", 100*time.Millisecond) { // Subscribe gives no signal once it listens
 		insert(t, a, "warmup")
@@ -113,7 +91,7 @@ func TestSubscribeResubscribes(t *testing.T) {
 	}
 	defer st.Close()
 	insert(t, st, "known")
-	notes := subscribe(t, st)
+	notes := storetest.Subscribe(t, st)
 	for !waitKind(notes, "warmup", 100*time.Millisecond) {
 		insert(t, st, "warmup")
 	}
