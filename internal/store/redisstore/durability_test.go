@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
@@ -144,5 +145,51 @@ func TestUnreachableFailsFast(t *testing.T) {
 	msg := err.Error()
 	if want := strings.TrimPrefix(url, "redis://user:secret@"); !strings.Contains(msg, want) || strings.Contains(msg, "secret") {
 		t.Fatalf("error %q: want the URL (%s) without its password", msg, want)
+	}
+}
+
+// TestLostRedisIsUnavailable: while Redis is down, writes and PingWrite
+// fail with rota.ErrUnavailable (503 for the API, readyz not ready); once
+// it is back the same store works again, and nothing acknowledged is lost.
+func TestLostRedisIsUnavailable(t *testing.T) {
+	dir, port := t.TempDir(), freePort(t)
+	aof := []string{"--appendonly", "yes", "--appendfsync", "always"}
+	url, cmd := startRedis(t, dir, port, aof...)
+	ctx := context.Background()
+	st, err := redisstore.New(ctx, redisstore.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var ids rota.IDGenerator
+	p := store.TaskInsertParams{ID: ids.New(base), Kind: "k", Priority: rota.PriorityMid, Payload: []byte(`{}`),
+		Workers: 1, HeartbeatTimeoutSeconds: 30, Now: base}
+	if _, err := st.TaskInsert(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	p2 := p
+	p2.ID = ids.New(base)
+	if _, err := st.TaskInsert(ctx, p2); !errors.Is(err, rota.ErrUnavailable) {
+		t.Fatalf("TaskInsert with Redis down: %v, want rota.ErrUnavailable", err)
+	}
+	if err := st.PingWrite(ctx, base); !errors.Is(err, rota.ErrUnavailable) {
+		t.Fatalf("PingWrite with Redis down: %v, want rota.ErrUnavailable", err)
+	}
+	startRedis(t, dir, port, aof...)
+	deadline := time.Now().Add(10 * time.Second)
+	for st.PingWrite(ctx, base) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("store not writable 10 s after Redis came back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := st.TaskGet(ctx, p.ID); err != nil {
+		t.Fatalf("acknowledged task after the outage: %v", err)
+	}
+	if _, err := st.TaskInsert(ctx, p2); err != nil {
+		t.Fatalf("TaskInsert after Redis came back: %v", err)
 	}
 }
