@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -19,6 +20,9 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 	var res store.TaskClaimResult
 	err := s.update(ctx, "claim", func(t *tx) error {
 		res = store.TaskClaimResult{}
+		if err := t.loadKinds(p); err != nil {
+			return err
+		}
 		drain, err := t.workerSeen(p)
 		if err != nil || drain {
 			res.Drain = drain
@@ -55,21 +59,40 @@ type kindState struct {
 	running int64
 }
 
-// loadKind reads a kind's record, claim state and running count in one
-// round trip.
-func (t *tx) loadKind(kind string) (kindState, error) {
-	var k kindState
-	var hm *redis.SliceCmd
-	var running *redis.IntCmd
-	_, err := t.s.rdb.Pipelined(t.ctx, func(p redis.Pipeliner) error {
-		hm = p.HMGet(t.ctx, t.s.kKind(kind), "v", "d", "pos", "tok", "rat")
-		running = p.ZCard(t.ctx, t.s.kKindRunning(kind))
+// loadKinds reads, in one round trip, the claiming worker (t.worker)
+// and each kind's record, claim state and running count (t.kinds).
+func (t *tx) loadKinds(p store.TaskClaimParams) error {
+	hms := make([]*redis.SliceCmd, len(p.Kinds))
+	counts := make([]*redis.IntCmd, len(p.Kinds))
+	var w *redis.SliceCmd
+	_, err := t.s.rdb.Pipelined(t.ctx, func(pp redis.Pipeliner) error {
+		w = pp.HMGet(t.ctx, t.s.kWorker(p.WorkerID), "v", "d", "seen", "wait")
+		for i, kind := range p.Kinds {
+			hms[i] = pp.HMGet(t.ctx, t.s.kKind(kind), "v", "d", "pos", "tok", "rat")
+			counts[i] = pp.ZCard(t.ctx, t.s.kKindRunning(kind))
+		}
 		return nil
 	})
 	if err != nil {
-		return k, err
+		return err
 	}
-	vals := hm.Val()
+	if t.worker, err = parseWorker(w.Val()); err != nil {
+		return err
+	}
+	t.kinds = make(map[string]kindState, len(p.Kinds))
+	for i, kind := range p.Kinds {
+		k, err := parseKind(hms[i].Val(), counts[i].Val())
+		if err != nil {
+			return fmt.Errorf("kind %s: %w", kind, err)
+		}
+		t.kinds[kind] = k
+	}
+	return nil
+}
+
+// parseKind reads HMGET v d pos tok rat of a kind and its running count.
+func parseKind(vals []any, running int64) (kindState, error) {
+	var k kindState
 	d := parseDoc(vals[:2])
 	if d.v == 0 {
 		return k, nil
@@ -77,7 +100,7 @@ func (t *tx) loadKind(kind string) (kindState, error) {
 	if err := json.Unmarshal(d.d, &k.Kind); err != nil {
 		return k, err
 	}
-	k.v, k.found, k.running = d.v, true, running.Val()
+	k.v, k.found, k.running = d.v, true, running
 	if v, ok := vals[2].(string); ok {
 		k.pos, _ = strconv.Atoi(v)
 	}
@@ -94,9 +117,9 @@ func (t *tx) loadKind(kind string) (kindState, error) {
 // with a rate limit and an empty bucket while tasks wait, it returns the
 // instant (unix ms) the next token is due.
 func (t *tx) claimKind(p store.TaskClaimParams, kind string, max int, now int64) ([]rota.ClaimedRun, int64, error) {
-	k, err := t.loadKind(kind)
-	if err != nil || !k.found || k.Paused {
-		return nil, 0, err
+	k := t.kinds[kind]
+	if !k.found || k.Paused {
+		return nil, 0, nil
 	}
 	budget := max
 	if k.MaxRunning > 0 {

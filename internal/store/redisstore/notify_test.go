@@ -13,7 +13,6 @@ import (
 	"github.com/rotahq/rota/internal/store/storetest"
 )
 
-
 // waitKind returns when ch delivers a notification of kind, or false after d.
 func waitKind(ch <-chan store.Notification, kind string, d time.Duration) bool {
 	timeout := time.After(d)

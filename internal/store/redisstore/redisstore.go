@@ -274,10 +274,15 @@ func (h costHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	}
 }
 
-// isCommit: a script run is a commit (each is one AOF write).
+// isCommit: a script run is a commit (each is one AOF write), but for
+// runread.lua, which only reads.
 func isCommit(cmd redis.Cmder) bool {
 	n := cmd.Name()
-	return n == "evalsha" || n == "eval"
+	if n != "evalsha" && n != "eval" {
+		return false
+	}
+	args := cmd.Args()
+	return len(args) < 2 || (args[1] != runReadScript.Hash() && args[1] != runReadSrc)
 }
 
 // DropPrefix deletes every key of prefix in the Redis at url (tests and

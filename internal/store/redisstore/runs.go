@@ -17,16 +17,9 @@ import (
 // lease-lost error, possibly after expiring the run on the spot (then
 // wrapped in keepError so that the expiry commits).
 func (t *tx) ownedRun(runID, worker string, now int64, backoff func(int) time.Duration) (*taskDoc, int, error) {
-	taskID, err := t.s.rdb.HGet(t.ctx, t.s.kRunTasks(), runID).Result()
-	if err == redis.Nil {
-		return nil, 0, store.NotFoundError("run", runID)
-	}
+	d, err := t.readRun(runID, "")
 	if err != nil {
 		return nil, 0, err
-	}
-	d, err := t.getTask(taskID)
-	if err != nil {
-		return nil, 0, store.NotFoundError("run", runID)
 	}
 	i := d.runIndex(runID)
 	if i < 0 {
@@ -52,11 +45,50 @@ func (t *tx) ownedRun(runID, worker string, now int64, backoff func(int) time.Du
 	return d, i, nil
 }
 
+// readRun reads the task of run runID (guarded) with runread.lua, and
+// the worker's record into t.worker when workerKey is not "".
+func (t *tx) readRun(runID, workerKey string) (*taskDoc, error) {
+	if d, ok := t.tasks[t.runTasks[runID]]; ok {
+		return d, nil
+	}
+	vals, err := runReadScript.Run(t.ctx, t.s.rdb, []string{t.s.kRunTasks(), workerKey}, runID, t.s.p+"t:").Slice()
+	if err != nil {
+		return nil, err
+	}
+	if workerKey != "" {
+		if t.worker, err = parseWorker(vals[3:7]); err != nil {
+			return nil, err
+		}
+	}
+	taskID, _ := vals[0].(string)
+	dc := parseDoc(vals[1:3])
+	if taskID == "" || dc.v == 0 {
+		return nil, store.NotFoundError("run", runID)
+	}
+	if d, ok := t.tasks[taskID]; ok {
+		return d, nil
+	}
+	var d taskDoc
+	if err := json.Unmarshal(dc.d, &d); err != nil {
+		return nil, fmt.Errorf("decode task %s: %w", taskID, err)
+	}
+	t.guard(t.s.kTask(taskID), dc.v)
+	t.tasks[taskID] = &d
+	if t.runTasks == nil {
+		t.runTasks = map[string]string{}
+	}
+	t.runTasks[runID] = taskID
+	return &d, nil
+}
+
 // RunHeartbeat implements store.Store: one write of the task record.
 func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (store.RunHeartbeatResult, error) {
 	var res store.RunHeartbeatResult
 	err := s.update(ctx, "heartbeat", func(t *tx) error {
 		now := ms(p.Now)
+		if _, err := t.readRun(p.RunID, s.kWorker(p.WorkerID)); err != nil {
+			return err
+		}
 		d, i, err := t.ownedRun(p.RunID, p.WorkerID, now, nil)
 		if err != nil {
 			return err
@@ -67,10 +99,7 @@ func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (s
 		if p.Message != "" {
 			r.Msg = p.Message
 		}
-		w, err := t.peekWorker(p.WorkerID)
-		if err != nil {
-			return err
-		}
+		w := t.worker
 		if w != nil {
 			t.hset(s.kWorker(p.WorkerID), "seen", now)
 		}

@@ -27,11 +27,15 @@ var resignSrc string
 //go:embed scripts/events.lua
 var eventsSrc string
 
+//go:embed scripts/runread.lua
+var runReadSrc string
+
 var (
-	commitScript = redis.NewScript(commitSrc)
-	electScript  = redis.NewScript(electSrc)
-	resignScript = redis.NewScript(resignSrc)
-	eventsScript = redis.NewScript(eventsSrc)
+	commitScript  = redis.NewScript(commitSrc)
+	electScript   = redis.NewScript(electSrc)
+	resignScript  = redis.NewScript(resignSrc)
+	eventsScript  = redis.NewScript(eventsSrc)
+	runReadScript = redis.NewScript(runReadSrc)
 )
 
 // errConflict is a failed guard: the transaction runs again.
@@ -57,6 +61,11 @@ type tx struct {
 	// written holds the bodies put so far, so that later reads of the
 	// same transaction see them.
 	written map[string][]byte
+	worker  *workerDoc // read by runread.lua for a heartbeat; nil if unknown
+	// runTasks are the tasks of the runs read by runread.lua.
+	runTasks map[string]string
+	// kinds are the kinds a claim read up front (loadKinds).
+	kinds map[string]kindState
 }
 
 // update runs fn in a transaction and commits it, again from the start

@@ -62,10 +62,7 @@ func (t *tx) peekWorker(id string) (*workerDoc, error) {
 // merged) and reports whether it must drain.
 func (t *tx) workerSeen(p store.TaskClaimParams) (bool, error) {
 	k := t.s.kWorker(p.WorkerID)
-	w, err := t.peekWorker(p.WorkerID)
-	if err != nil {
-		return false, err
-	}
+	w := t.worker // read by loadKinds
 	now := ms(p.Now)
 	changed := w == nil || w.Dereg || w.Address != p.WorkerAddress
 	if w == nil {
