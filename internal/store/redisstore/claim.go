@@ -86,6 +86,7 @@ func (t *tx) loadKinds(p store.TaskClaimParams) error {
 			return fmt.Errorf("kind %s: %w", kind, err)
 		}
 		t.kinds[kind] = k
+		t.s.caps.Store(kind, k.MaxRunning)
 	}
 	return nil
 }

@@ -138,10 +138,12 @@ type note struct {
 	Kind   string `json:"k,omitempty"`
 	RunAt  int64  `json:"r,omitempty"`
 	Events bool   `json:"e,omitempty"`
+	// Self: the sending node hears it too (see tx.notifySelf).
+	Self bool `json:"s,omitempty"`
 }
 
-func encodeNote(node string, n store.Notification) string {
-	b, _ := json.Marshal(note{Node: node, Kind: n.Kind, RunAt: ms(n.RunAt), Events: n.Events})
+func encodeNote(node string, n store.Notification, self bool) string {
+	b, _ := json.Marshal(note{Node: node, Kind: n.Kind, RunAt: ms(n.RunAt), Events: n.Events, Self: self})
 	return string(b)
 }
 
@@ -150,7 +152,11 @@ func encodeNote(node string, n store.Notification) string {
 func (s *Store) SupportsNotify() bool { return true }
 
 // Subscribe implements store.Store: it subscribes to the prefix's channel
-// and calls fn for every notification. When the connection drops it
+// and calls fn for every notification of the other nodes, and for those of
+// this node (Config.NodeID) that its callers cannot know of
+// (tx.notifySelf): a node's dispatcher wakes its own waiters when it
+// submits or completes, and an echo would only send them claiming again
+// for nothing. A store without a NodeID hears everything. When the connection drops it
 // subscribes again with backoff and, as notifications sent meanwhile are
 // lost, then calls fn once per known kind (zero RunAt) so that receivers
 // look again. It returns nil when ctx ends or the store is closed.
@@ -220,7 +226,7 @@ func (s *Store) listen(ctx context.Context, fn func(store.Notification), resume 
 			continue
 		}
 		var n note
-		if json.Unmarshal([]byte(m.Payload), &n) != nil {
+		if json.Unmarshal([]byte(m.Payload), &n) != nil || (s.cfg.NodeID != "" && n.Node == s.cfg.NodeID && !n.Self) {
 			continue
 		}
 		fn(store.Notification{Kind: n.Kind, RunAt: tm(n.RunAt), Events: n.Events})

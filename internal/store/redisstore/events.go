@@ -31,7 +31,7 @@ func (s *Store) EventAppend(ctx context.Context, evs []rota.Event) (uint64, erro
 	if len(evs) == 0 {
 		return 0, nil
 	}
-	args := []any{time.Now().UnixMicro() - 1, s.channel, encodeNote(s.cfg.NodeID, store.Notification{Events: true})}
+	args := []any{time.Now().UnixMicro() - 1, s.channel, encodeNote(s.cfg.NodeID, store.Notification{Events: true}, false)}
 	for _, ev := range evs {
 		b, err := store.EncodeEvent(ev)
 		if err != nil {

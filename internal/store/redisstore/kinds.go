@@ -104,6 +104,7 @@ func (s *Store) KindUpsert(ctx context.Context, p store.KindUpsertParams) (*rota
 		if p.RetentionSeconds != nil {
 			out.RetentionSeconds = *p.RetentionSeconds
 		}
+		s.caps.Store(p.Name, out.MaxRunning)
 		if wasPaused && !out.Paused {
 			t.notify(store.Notification{Kind: p.Name})
 		}

@@ -94,6 +94,9 @@ type Store struct {
 	closeOnce  sync.Once
 	closed     chan struct{}
 	kinds      sync.Map // kind name → struct{}: kinds known to exist (never deleted)
+	// caps: kind name → MaxRunning as last read by a claim or set here, so
+	// that a run's end wakes the nodes waiting under the cap.
+	caps sync.Map
 }
 
 var _ store.Store = (*Store)(nil)

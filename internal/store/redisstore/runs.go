@@ -153,6 +153,9 @@ func (t *tx) expireRun(d *taskDoc, i int, now int64, backoff func(int) time.Dura
 // writes d.
 func (t *tx) settle(old, d *taskDoc, run store.SettleRun) error {
 	d.Running = max(d.Running-1, 0)
+	if c, ok := t.s.caps.Load(d.Kind); ok && c.(int) > 0 {
+		t.notifySelf(store.Notification{Kind: d.Kind}) // a place freed under the cap
+	}
 	if d.Done {
 		// A straggler of a task that already ended: only the counter moves.
 		return t.putTask(old, d)
@@ -172,7 +175,7 @@ func (t *tx) settle(old, d *taskDoc, run store.SettleRun) error {
 		return err
 	}
 	if d.Avail {
-		t.notify(store.Notification{Kind: d.Kind, RunAt: tm(d.RunAt)})
+		t.notifySelf(store.Notification{Kind: d.Kind, RunAt: tm(d.RunAt)})
 	}
 	if d.Done {
 		return t.settleChildren(d, ms(run.Now))

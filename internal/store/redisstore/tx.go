@@ -218,7 +218,14 @@ func (t *tx) rpush(k string, v any)                  { t.ops = append(t.ops, "L"
 
 // notify publishes a wake-up for the other nodes with the commit.
 func (t *tx) notify(n store.Notification) {
-	t.ops = append(t.ops, "N", t.s.channel, encodeNote(t.s.cfg.NodeID, n))
+	t.ops = append(t.ops, "N", t.s.channel, encodeNote(t.s.cfg.NodeID, n, false))
+}
+
+// notifySelf is notify for a change that this node's own dispatcher does
+// not see from the call's result (a settled task claimable again, a place
+// freed under a kind's MaxRunning cap): this node's Subscribe hears it too.
+func (t *tx) notifySelf(n store.Notification) {
+	t.ops = append(t.ops, "N", t.s.channel, encodeNote(t.s.cfg.NodeID, n, true))
 }
 
 // fenced makes the commit a leader duty of term at now (CheckFence).
