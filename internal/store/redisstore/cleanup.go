@@ -6,7 +6,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
 )
 
@@ -132,4 +131,3 @@ func (t *tx) forgetRuns(d *taskDoc) error {
 	return nil
 }
 
-var _ rota.Status

@@ -205,4 +205,3 @@ func (s *Store) ScheduleTrigger(ctx context.Context, p store.ScheduleTriggerPara
 	return &out, nil
 }
 
-var _ = context.Background

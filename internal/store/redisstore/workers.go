@@ -104,10 +104,24 @@ func mergeKinds(have, claim []string) []string {
 
 // loadWorkers reads workers ids with their running counts at now.
 func (s *Store) loadWorkers(ctx context.Context, ids []string, now time.Time) ([]rota.Worker, error) {
+	docs, running, err := s.workerDocs(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]rota.Worker, len(docs))
+	for i, w := range docs {
+		out[i] = w.worker(running[i], now)
+	}
+	return out, nil
+}
+
+// workerDocs reads the records of workers ids (the unknown ones left
+// out) and the runs each holds, in one round trip.
+func (s *Store) workerDocs(ctx context.Context, ids []string) ([]*workerDoc, []int, error) {
 	hm := make([]*redis.SliceCmd, len(ids))
 	cnt := make([]*redis.IntCmd, len(ids))
 	if len(ids) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
@@ -117,20 +131,20 @@ func (s *Store) loadWorkers(ctx context.Context, ids []string, now time.Time) ([
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []rota.Worker
+	var docs []*workerDoc
+	var running []int
 	for i := range ids {
 		w, err := parseWorker(hm[i].Val())
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if w == nil {
-			continue
+		if w != nil {
+			docs, running = append(docs, w), append(running, int(cnt[i].Val()))
 		}
-		out = append(out, w.worker(int(cnt[i].Val()), now))
 	}
-	return out, nil
+	return docs, running, nil
 }
 
 func (w *workerDoc) worker(running int, now time.Time) rota.Worker {
@@ -241,22 +255,19 @@ func (s *Store) WorkerPrune(ctx context.Context, p store.WorkerPruneParams) (int
 		if err != nil {
 			return err
 		}
-		ws, err := s.loadWorkers(ctx, ids, p.SeenBefore)
+		docs, running, err := s.workerDocs(ctx, ids)
 		if err != nil {
 			return err
 		}
 		before := ms(p.SeenBefore)
-		for _, w := range ws {
+		for i, w := range docs {
 			if n >= limit {
 				break
 			}
-			seen, _ := s.rdb.HMGet(ctx, s.kWorker(w.ID), "v", "wait").Result()
-			wd := parseDoc([]any{seen[0], nil})
-			wait, _ := strconv.ParseInt(str(seen[1]), 10, 64)
-			if w.Running > 0 || ms(w.LastSeen) >= before || ms(w.LastSeen)+wait >= before {
+			if running[i] > 0 || w.seen >= before || w.seen+w.wait >= before {
 				continue
 			}
-			t.guard(s.kWorker(w.ID), wd.v)
+			t.guard(s.kWorker(w.ID), w.v)
 			t.del(s.kWorker(w.ID))
 			t.zrem(s.kWorkers(), w.ID)
 			n++
