@@ -11,7 +11,6 @@ import (
 	"github.com/rotahq/rota/internal/store/storetest"
 )
 
-
 // waitFor returns the first notification of kind on ch within d.
 func waitFor(ch <-chan store.Notification, kind string, d time.Duration) (store.Notification, bool) {
 	timeout := time.After(d)

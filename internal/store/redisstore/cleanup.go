@@ -130,4 +130,3 @@ func (t *tx) forgetRuns(d *taskDoc) error {
 	}
 	return nil
 }
-

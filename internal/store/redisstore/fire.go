@@ -204,4 +204,3 @@ func (s *Store) ScheduleTrigger(ctx context.Context, p store.ScheduleTriggerPara
 	}
 	return &out, nil
 }
-
