@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,23 +17,69 @@ import (
 	"github.com/rotahq/rota/internal/store/storecost"
 )
 
-// LeaderAttemptElect implements store.Store with elect.lua: the leader
-// key holds the node and its lease end; the fencing counter (INCR) gives
-// each new leadership its term.
+// LeaderAttemptElect implements store.Store: the leader hash (node,
+// term, lease end; versioned) is read, store.ElectLeader decides (the rule
+// every backend shares, registry terms included) and commit.lua writes the
+// new row if the hash has not changed meanwhile. Terms only grow: the
+// hash's term is the fencing counter, and fenced writes check it in their
+// own commit.
 func (s *Store) LeaderAttemptElect(ctx context.Context, p store.LeaderElectParams) (store.LeaderElectResult, error) {
-	res, err := electScript.Run(ctx, s.rdb, []string{s.p + "leader", s.p + "term"}, p.NodeID, ms(p.Now), p.TTL.Milliseconds()).Slice()
-	if err != nil {
-		return store.LeaderElectResult{}, s.wrap("elect", err)
-	}
-	node, _ := res[0].(string)
-	term, _ := res[1].(int64)
-	exp, _ := res[2].(int64)
-	return store.LeaderElectResult{Leader: node == p.NodeID, LeaderID: node, Term: term, ExpiresAt: tm(exp)}, nil
+	var res store.LeaderElectResult
+	err := s.update(ctx, "elect", func(t *tx) error {
+		cur, found, err := t.leaderRow()
+		if err != nil {
+			return err
+		}
+		next, changed := store.ElectLeader(cur, found, p)
+		if changed {
+			t.putLeader(next)
+		}
+		res = next.Result(p.NodeID)
+		return nil
+	})
+	return res, err
 }
 
-// LeaderResign implements store.Store with resign.lua.
+// LeaderResign implements store.Store: the lease of nodeID, if it leads,
+// ends now (its term stays, so it is fenced).
 func (s *Store) LeaderResign(ctx context.Context, nodeID string) error {
-	return s.wrap("resign", resignScript.Run(ctx, s.rdb, []string{s.p + "leader"}, nodeID).Err())
+	return s.update(ctx, "resign", func(t *tx) error {
+		cur, found, err := t.leaderRow()
+		if err != nil || !found || cur.NodeID != nodeID {
+			return err
+		}
+		cur.ExpiresAt = 0
+		t.putLeader(cur)
+		return nil
+	})
+}
+
+func (s *Store) kLeader() string { return s.p + "leader" }
+
+// leaderRow reads the leader hash, guarded.
+func (t *tx) leaderRow() (store.LeaderRow, bool, error) {
+	vals, err := t.s.rdb.HMGet(t.ctx, t.s.kLeader(), "v", "node", "term", "exp").Result()
+	if err != nil {
+		return store.LeaderRow{}, false, err
+	}
+	v, _ := strconv.ParseInt(str(vals[0]), 10, 64)
+	t.guard(t.s.kLeader(), v)
+	if vals[1] == nil {
+		return store.LeaderRow{}, false, nil
+	}
+	row := store.LeaderRow{NodeID: str(vals[1])}
+	row.Term, _ = strconv.ParseInt(str(vals[2]), 10, 64)
+	row.ExpiresAt, _ = strconv.ParseInt(str(vals[3]), 10, 64)
+	return row, true, nil
+}
+
+// putLeader writes the leader hash (the fields commit.lua's fence reads).
+func (t *tx) putLeader(r store.LeaderRow) {
+	k := t.s.kLeader()
+	t.hset(k, "node", r.NodeID)
+	t.hset(k, "term", r.Term)
+	t.hset(k, "exp", r.ExpiresAt)
+	t.bump(k)
 }
 
 // nodeDoc is a node's record.

@@ -26,8 +26,11 @@
 // read has changed version since (optimistic concurrency; else the method
 // runs again), checks the fencing term for leader duties, then writes the
 // records, the index entries and the wake-up (PUBLISH) at once. Leader
-// election (elect.lua, resign.lua) and the event log (events.lua) have
-// scripts of their own. See scripts/*.lua for each script's contract.
+// election is such a change too: the leader hash (node, term, lease end)
+// decided by store.ElectLeader; its term is the fencing token, checked by
+// commit.lua for leader duties. The event log has a script of its own
+// (events.lua: consecutive ids), and heartbeats and reports read with
+// runread.lua. See scripts/*.lua for each script's contract.
 //
 // # Durability
 //

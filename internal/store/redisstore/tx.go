@@ -18,12 +18,6 @@ import (
 //go:embed scripts/commit.lua
 var commitSrc string
 
-//go:embed scripts/elect.lua
-var electSrc string
-
-//go:embed scripts/resign.lua
-var resignSrc string
-
 //go:embed scripts/events.lua
 var eventsSrc string
 
@@ -32,8 +26,6 @@ var runReadSrc string
 
 var (
 	commitScript  = redis.NewScript(commitSrc)
-	electScript   = redis.NewScript(electSrc)
-	resignScript  = redis.NewScript(resignSrc)
 	eventsScript  = redis.NewScript(eventsSrc)
 	runReadScript = redis.NewScript(runReadSrc)
 )
@@ -245,7 +237,7 @@ func (t *tx) commit() error {
 	}
 	leader := 0
 	if t.fence != 0 {
-		leader = t.key(t.s.p + "leader")
+		leader = t.key(t.s.kLeader())
 	}
 	args = append(args, t.fence, leader, t.now)
 	args = append(args, t.ops...)
