@@ -55,18 +55,28 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// aof are the settings of a durable Redis.
+var aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
+
+// openDurable starts a durable redis-server of the test's own on dir and
+// port and opens a store on it.
+func openDurable(t *testing.T, dir string, port int) (*redisstore.Store, *exec.Cmd) {
+	t.Helper()
+	url, cmd := startRedis(t, dir, port, aof...)
+	st, err := redisstore.New(context.Background(), redisstore.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, cmd
+}
+
 // TestKill9KeepsAcknowledgedTasks: with appendonly yes and appendfsync
 // always, every task whose insert was acknowledged is still there after
 // Redis is killed with SIGKILL and restarted on the same files.
 func TestKill9KeepsAcknowledgedTasks(t *testing.T) {
 	dir, port := t.TempDir(), freePort(t)
-	aof := []string{"--appendonly", "yes", "--appendfsync", "always"}
-	url, cmd := startRedis(t, dir, port, aof...)
+	st, cmd := openDurable(t, dir, port)
 	ctx := context.Background()
-	st, err := redisstore.New(ctx, redisstore.Config{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if got := st.Durability(); got != redisstore.Durable {
 		t.Fatalf("Durability() = %q with appendfsync always, want %q", got, redisstore.Durable)
 	}
@@ -102,11 +112,7 @@ func TestKill9KeepsAcknowledgedTasks(t *testing.T) {
 	if len(acked) == 0 {
 		t.Fatal("no insert was acknowledged before the kill")
 	}
-	url, _ = startRedis(t, dir, port, aof...)
-	st2, err := redisstore.New(ctx, redisstore.Config{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st2, _ := openDurable(t, dir, port)
 	defer st2.Close()
 	for _, id := range acked {
 		if _, err := st2.TaskGet(ctx, id); err != nil {
@@ -153,14 +159,9 @@ func TestUnreachableFailsFast(t *testing.T) {
 // it is back the same store works again, and nothing acknowledged is lost.
 func TestLostRedisIsUnavailable(t *testing.T) {
 	dir, port := t.TempDir(), freePort(t)
-	aof := []string{"--appendonly", "yes", "--appendfsync", "always"}
-	url, cmd := startRedis(t, dir, port, aof...)
-	ctx := context.Background()
-	st, err := redisstore.New(ctx, redisstore.Config{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, cmd := openDurable(t, dir, port)
 	defer st.Close()
+	ctx := context.Background()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var ids rota.IDGenerator
 	p := store.TaskInsertParams{ID: ids.New(base), Kind: "k", Priority: rota.PriorityMid, Payload: []byte(`{}`),
