@@ -83,7 +83,7 @@ func TestCrossNodeWakeUp(t *testing.T) {
 // once, as notifications in between are lost.
 func TestSubscribeResubscribes(t *testing.T) {
 	dir, port := t.TempDir(), freePort(t)
-	url, cmd := startRedis(t, dir, port, "--appendonly", "yes", "--appendfsync", "always")
+	url, cmd := startRedis(t, dir, port, aof...)
 	st, err := redisstore.New(context.Background(), redisstore.Config{URL: url})
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestSubscribeResubscribes(t *testing.T) {
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	startRedis(t, dir, port, "--appendonly", "yes", "--appendfsync", "always")
+	startRedis(t, dir, port, aof...)
 	if !waitKind(notes, "known", 15*time.Second) {
 		t.Fatal("no wake-up of the known kinds after the subscription was lost")
 	}
