@@ -18,7 +18,8 @@ func (s *Store) ScheduleFire(ctx context.Context, ps []store.ScheduleFireParams)
 			t.fenced(ps[0].Term, ps[0].Now)
 		}
 		for i := range ps {
-			r, err := t.fireOne(&ps[i])
+			t.fireNow = ms(ps[i].Now)
+			r, err := store.FireOne(fireTx{t}, &ps[i])
 			if err != nil {
 				return err
 			}
@@ -32,26 +33,23 @@ func (s *Store) ScheduleFire(ctx context.Context, ps []store.ScheduleFireParams)
 	return out, nil
 }
 
-// fireOne applies the decision of one item.
-func (t *tx) fireOne(p *store.ScheduleFireParams) (store.ScheduleFireResult, error) {
-	var res store.ScheduleFireResult
-	sc, st, err := t.fireState(p)
-	if err != nil {
-		if errors.Is(err, rota.ErrNotFound) || errors.Is(err, rota.ErrConflict) {
-			res.Err, err = err, nil
-		}
-		return res, err
-	}
-	dec, err := p.Decide(*st)
-	if err != nil {
-		res.Err = err
-		return res, nil
-	}
-	now := ms(p.Now)
-	state := dec.State
+// fireTx is a ScheduleFire transaction as store.FireOne sees it.
+type fireTx struct{ t *tx }
+
+// FireState implements store.FireBackend.
+func (f fireTx) FireState(p *store.ScheduleFireParams) (*rota.Schedule, *store.ScheduleRunState, error) {
+	return f.t.fireState(p)
+}
+
+// FireApply implements store.FireBackend: the new runs, the released
+// ones and the schedule's new state, in the transaction's commit.
+func (f fireTx) FireApply(sc *rota.Schedule, dec store.ScheduleDecision, state *rota.ScheduleState, enabled bool,
+	res *store.ScheduleFireResult) error {
+	t := f.t
+	now := t.fireNow
 	for i := range dec.Runs {
-		if err := t.insertRun(sc, &dec.Runs[i], now, &state, &res); err != nil {
-			return res, err
+		if err := t.insertRun(sc, &dec.Runs[i], now, state, res); err != nil {
+			return err
 		}
 	}
 	for _, id := range dec.Release {
@@ -62,23 +60,19 @@ func (t *tx) fireOne(p *store.ScheduleFireParams) (store.ScheduleFireResult, err
 		old := d.clone()
 		d.Held, d.Avail, d.RunAt, d.Msg = false, true, now, ""
 		if err := t.putTask(old, d); err != nil {
-			return res, err
+			return err
 		}
 		t.notify(store.Notification{Kind: d.Kind})
 		res.Released = append(res.Released, id)
 	}
-	sc.Enabled = sc.Enabled && !dec.Disable
-	sc.ScheduleState = state
-	sc.Version++
 	var cur schedDoc
 	if _, err := t.get(t.s.kSched(sc.ID), &cur); err != nil {
-		return res, err
+		return err
 	}
-	if err := t.putSched(sc, false, false, cur.Rev); err != nil {
-		return res, err
-	}
-	res.Schedule, res.Cancel = sc, dec.Cancel
-	return res, nil
+	next := *sc
+	next.Enabled, next.ScheduleState = enabled, *state
+	next.Version++
+	return t.putSched(&next, false, false, cur.Rev)
 }
 
 // fireState reads the live state Decide is given.

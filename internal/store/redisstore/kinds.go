@@ -89,21 +89,7 @@ func (s *Store) KindUpsert(ctx context.Context, p store.KindUpsertParams) (*rota
 			t.zadd(s.kKinds(), 0, p.Name)
 		}
 		wasPaused := out.Paused
-		if p.PriorityFactor != nil {
-			out.PriorityFactor = *p.PriorityFactor
-		}
-		if p.Paused != nil {
-			out.Paused = *p.Paused
-		}
-		if p.MaxRunning != nil {
-			out.MaxRunning = *p.MaxRunning
-		}
-		if p.Rate != nil {
-			out.Rate = *p.Rate
-		}
-		if p.RetentionSeconds != nil {
-			out.RetentionSeconds = *p.RetentionSeconds
-		}
+		p.Apply(&out)
 		s.caps.Store(p.Name, out.MaxRunning)
 		if wasPaused && !out.Paused {
 			t.notify(store.Notification{Kind: p.Name})

@@ -58,6 +58,8 @@ type tx struct {
 	runTasks map[string]string
 	// kinds are the kinds a claim read up front (loadKinds).
 	kinds map[string]kindState
+	// fireNow is the Now of the ScheduleFire item being applied (unix ms).
+	fireNow int64
 }
 
 // update runs fn in a transaction and commits it, again from the start
