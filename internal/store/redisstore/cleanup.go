@@ -3,9 +3,11 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
 )
 
@@ -45,6 +47,38 @@ func (s *Store) TaskCleanup(ctx context.Context, p store.TaskCleanupParams) (int
 		return nil
 	})
 	return deleted, err
+}
+
+// TaskDeleteFinished implements store.Store: the finished tasks of ids,
+// each with everything that refers to it, in one commit.
+func (s *Store) TaskDeleteFinished(ctx context.Context, ids []string) (int, error) {
+	n := 0
+	err := s.update(ctx, "delete tasks", func(t *tx) error {
+		n = 0
+		seen := map[string]bool{}
+		for _, id := range ids {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			d, err := t.getTask(id)
+			if errors.Is(err, rota.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if !d.Done {
+				continue
+			}
+			if err := t.deleteTask(id); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
 }
 
 // deleteTask removes a finished task with everything that refers to it.

@@ -110,6 +110,9 @@ func (s *Store) TaskList(ctx context.Context, p store.TaskListParams) (store.Tas
 	if err != nil {
 		return store.TaskListResult{}, s.wrap("list tasks", err)
 	}
+	if p.Sort.Field != "" {
+		return s.sortedList(ctx, p, keys, ids, limit)
+	}
 	var tasks []rota.Task
 	collect := func(d *taskDoc) bool {
 		t := d.task()
@@ -147,7 +150,7 @@ func (s *Store) TaskList(ctx context.Context, p store.TaskListParams) (store.Tas
 // source.
 func (s *Store) TaskCountByStatus(ctx context.Context, p store.TaskListParams) (map[rota.Status]int, error) {
 	out := map[rota.Status]int{}
-	if p.Key == "" && p.Priority == "" && p.WorkerID == "" && p.Search == "" && p.DependsOn == "" {
+	if kindOnly(p) {
 		cmds := make([]*redis.IntCmd, len(statuses))
 		_, err := s.rdb.Pipelined(ctx, func(pp redis.Pipeliner) error {
 			for i, st := range statuses {
@@ -188,4 +191,76 @@ func (s *Store) TaskCountByStatus(ctx context.Context, p store.TaskListParams) (
 		}
 	}
 	return out, s.wrap("count tasks", err)
+}
+
+// sortedList is a TaskList in another order than by id: the sources'
+// matching tasks, all read, sorted (store.SortTasks) and cut after the
+// cursor. It reads every task the filters' narrowest source holds.
+func (s *Store) sortedList(ctx context.Context, p store.TaskListParams, keys, ids []string, limit int) (store.TaskListResult, error) {
+	var tasks []rota.Task
+	seen := map[string]bool{}
+	collect := func(d *taskDoc) bool {
+		if t := d.task(); !seen[t.ID] && store.TaskMatches(p, t, d.Ran, true) {
+			seen[t.ID] = true
+			tasks = append(tasks, *t)
+		}
+		return true
+	}
+	var err error
+	if ids != nil {
+		_, err = s.eachTask(ctx, ids, collect)
+	}
+	for _, k := range keys {
+		if err = s.scanTasks(ctx, k, "", collect); err != nil {
+			break
+		}
+	}
+	if err != nil {
+		return store.TaskListResult{}, s.wrap("list tasks", err)
+	}
+	tasks = store.SortTasks(p, tasks)
+	if len(tasks) > limit+1 {
+		tasks = tasks[:limit+1]
+	}
+	return p.Page(tasks, limit), nil
+}
+
+// TaskHistory implements store.Store: the finished sets of every kind
+// over p's range, aggregated with the shared rows (store.HistoryAdd).
+func (s *Store) TaskHistory(ctx context.Context, p store.HistoryParams) ([]store.HistoryBucket, error) {
+	out := store.NewHistory(p)
+	kinds, err := s.rdb.ZRange(ctx, s.kKinds(), 0, -1).Result()
+	if err != nil {
+		return nil, s.wrap("task history", err)
+	}
+	from, bucket := p.From.UnixMilli(), p.Bucket.Milliseconds()
+	to := from + bucket*int64(p.Buckets)
+	for _, kind := range kinds {
+		ids, err := s.rdb.ZRangeByScore(ctx, s.kDone(kind), &redis.ZRangeBy{Min: itoa(from), Max: "(" + itoa(to)}).Result()
+		if err != nil {
+			return nil, s.wrap("task history", err)
+		}
+		_, err = s.eachTask(ctx, ids, func(d *taskDoc) bool {
+			r := store.HistoryRow{Bucket: (d.End - from) / bucket, Status: d.Status, Count: 1}
+			if d.Start > 0 {
+				r.Started = 1
+				r.WaitSum, r.DurationSum = d.Start-d.RunAt, d.End-d.Start
+				r.WaitMax, r.DurationMax = r.WaitSum, r.DurationSum
+			}
+			store.HistoryAdd(out, r)
+			return true
+		})
+		if err != nil {
+			return nil, s.wrap("task history", err)
+		}
+	}
+	return out, nil
+}
+
+// kindOnly: p filters by kind at most (statuses, sort, cursor and limit
+// aside), so that the status sets' sizes count it.
+func kindOnly(p store.TaskListParams) bool {
+	return p.Key == "" && p.Priority == "" && p.WorkerID == "" && p.Search == "" && p.DependsOn == "" &&
+		p.ScheduleID == "" && p.CreatedAfter.IsZero() && p.CreatedBefore.IsZero() && p.RunAfter.IsZero() &&
+		p.RunBefore.IsZero() && p.FinishedAfter.IsZero() && p.FinishedBefore.IsZero()
 }
