@@ -93,4 +93,9 @@ type Node struct {
 type Cluster struct {
 	// Nodes are the live nodes; [] when none.
 	Nodes []Node `json:"nodes"`
+	// Durability is what an acknowledged write means on the store of the
+	// node that answers: "durable" (on disk before the reply) or
+	// "relaxed" (a crash of the store can lose it: Redis without
+	// appendfsync always, SQLite with --relaxed).
+	Durability string `json:"durability"`
 }

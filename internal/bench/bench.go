@@ -44,6 +44,7 @@ import (
 
 	"github.com/rotahq/rota/internal/server"
 	"github.com/rotahq/rota/internal/store/mysqlstore"
+	"github.com/rotahq/rota/internal/store/redisstore"
 	"github.com/rotahq/rota/internal/store/storecost"
 	"github.com/rotahq/rota/rotaclient"
 	"github.com/rotahq/rota/rotaworker"
@@ -56,7 +57,8 @@ type Config struct {
 	Server  string
 	Relaxed bool
 	// Store is the in-process server's store: empty for a fresh embedded
-	// store, a MySQL/MariaDB URL (its database used as it is), or a
+	// store, a MySQL/MariaDB URL (its database used as it is), a Redis URL
+	// (a fresh key prefix, deleted at the end), or a
 	// PostgreSQL URL, where the server uses a fresh schema
 	// (rota_bench_<random>) dropped at the end.
 	Store string
@@ -196,9 +198,19 @@ func (b *bench) startEmbedded(ctx context.Context) (url string, stop func(), err
 	if cfg.Relaxed {
 		desc = "embedded store, relaxed durability"
 	}
-	if strings.HasPrefix(cfg.Store, "mysql://") || strings.HasPrefix(cfg.Store, "mariadb://") {
+	switch {
+	case strings.HasPrefix(cfg.Store, "mysql://"), strings.HasPrefix(cfg.Store, "mariadb://"):
 		desc = "MySQL/MariaDB store " + mysqlstore.Redact(cfg.Store) + " (the database as it is: give an empty one)"
-	} else if cfg.Store != "" {
+	case strings.HasPrefix(cfg.Store, "redis://"), strings.HasPrefix(cfg.Store, "rediss://"):
+		prefix := fmt.Sprintf("rota_bench_%d:", time.Now().UnixNano())
+		sep := "?"
+		if strings.Contains(cfg.Store, "?") {
+			sep = "&"
+		}
+		scfg.Store = cfg.Store + sep + "prefix=" + prefix
+		undo = append(undo, func() { _ = redisstore.DropPrefix(context.WithoutCancel(ctx), cfg.Store, prefix) })
+		desc = "Redis store, key prefix " + prefix
+	case cfg.Store != "":
 		scfg.PGSchema = fmt.Sprintf("rota_bench_%d", time.Now().UnixNano())
 		undo = append(undo, func() { dropSchema(context.WithoutCancel(ctx), cfg.Store, scfg.PGSchema) })
 		desc = "PostgreSQL store, schema " + scfg.PGSchema

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rotahq/rota/internal/store/mysqlstore/mysqltest"
+	"github.com/rotahq/rota/internal/store/redisstore/redistest"
 )
 
 // postgresURL is the database the cluster tests share (a schema each).
@@ -55,8 +56,9 @@ func freshSchema(t *testing.T) string {
 type clusterDB []string
 
 // clusterDBs are the shared stores the cluster tests run on, by name: a
-// PostgreSQL schema and a MySQL/MariaDB database (ROTA_TEST_MYSQL, the
-// local MariaDB by default), each fresh.
+// PostgreSQL schema, a MySQL/MariaDB database (ROTA_TEST_MYSQL, the
+// local MariaDB by default) and a Redis key prefix (ROTA_TEST_REDIS, the
+// local Redis by default), each fresh.
 func clusterDBs() map[string]func(t *testing.T) clusterDB {
 	return map[string]func(t *testing.T) clusterDB{
 		"postgres": func(t *testing.T) clusterDB {
@@ -64,6 +66,9 @@ func clusterDBs() map[string]func(t *testing.T) clusterDB {
 		},
 		"mysql": func(t *testing.T) clusterDB {
 			return clusterDB{"--store", mysqltest.URLFor(t, mysqltest.NewDatabase(t))}
+		},
+		"redis": func(t *testing.T) clusterDB {
+			return clusterDB{"--store", redistest.URL() + "?prefix=" + redistest.Prefix(t)}
 		},
 	}
 }

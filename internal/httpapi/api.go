@@ -69,6 +69,10 @@ const (
 
 // Config configures an API.
 type Config struct {
+	// Durability is what an acknowledged write means on the store
+	// (DurabilityDurable or DurabilityRelaxed; "" is durable), shown by
+	// GET /api/cluster.
+	Durability string
 	// Store is read directly for queries. Required.
 	Store store.Store
 	// Dispatcher performs every mutation that can change what is
@@ -160,6 +164,7 @@ type API struct {
 	sched        *schedule.Service
 	nodeID       string
 	version      string
+	durability   string
 	handler      http.Handler
 
 	// Shared, safe for concurrent use.
@@ -181,12 +186,13 @@ func New(cfg Config) (*API, error) {
 		return nil, errors.New("httpapi: nil Dispatcher")
 	}
 	a := &API{
-		store:   cfg.Store,
-		disp:    cfg.Dispatcher,
-		log:     cfg.Logger,
-		now:     cfg.Dispatcher.Now,
-		nodeID:  cfg.NodeID,
-		version: cfg.Version,
+		store:      cfg.Store,
+		disp:       cfg.Dispatcher,
+		log:        cfg.Logger,
+		now:        cfg.Dispatcher.Now,
+		nodeID:     cfg.NodeID,
+		version:    cfg.Version,
+		durability: cfg.Durability,
 
 		schedChanged: cfg.ScheduleChanged,
 		auth:         cfg.Auth,

@@ -13,6 +13,12 @@ import (
 // live in GET /api/cluster.
 const NodeLiveness = 15 * time.Second
 
+// The durability values of GET /api/cluster.
+const (
+	DurabilityDurable = "durable"
+	DurabilityRelaxed = "relaxed"
+)
+
 // mountCluster registers the cluster view.
 func (a *API) mountCluster(mux *http.ServeMux) {
 	mount(a, mux, "GET /api/cluster", bodyNone, a.cluster)
@@ -26,5 +32,9 @@ func (a *API) cluster(ctx context.Context, _ *noRequest) (*rotaapi.Cluster, erro
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	return &rotaapi.Cluster{Nodes: convertAll(nodes, toNode)}, nil
+	d := a.durability
+	if d == "" {
+		d = DurabilityDurable
+	}
+	return &rotaapi.Cluster{Nodes: convertAll(nodes, toNode), Durability: d}, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/rotahq/rota/internal/store/mysqlstore"
 	"github.com/rotahq/rota/internal/store/mysqlstore/mysqltest"
 	"github.com/rotahq/rota/internal/store/pgstore"
+	"github.com/rotahq/rota/internal/store/redisstore/redistest"
 	"github.com/rotahq/rota/internal/store/sqlitestore"
 )
 
@@ -33,8 +34,8 @@ func TestMain(m *testing.M) {
 const ttl = 8 * time.Second // tick 2 s: Leading holds until 4 s after a round
 
 // backends opens a fresh, shared-by-the-test store of each backend:
-// SQLite always, PostgreSQL from ROTA_TEST_POSTGRES and MySQL/MariaDB from
-// ROTA_TEST_MYSQL (both required, as in CI).
+// SQLite always, PostgreSQL from ROTA_TEST_POSTGRES, MySQL/MariaDB from
+// ROTA_TEST_MYSQL and Redis from ROTA_TEST_REDIS (all required, as in CI).
 func backends(t *testing.T) map[string]func(t *testing.T) store.Store {
 	return map[string]func(t *testing.T) store.Store{
 		"sqlite": func(t *testing.T) store.Store {
@@ -47,6 +48,7 @@ func backends(t *testing.T) map[string]func(t *testing.T) store.Store {
 		},
 		"postgres": openPostgres,
 		"mysql":    openMySQL,
+		"redis":    func(t *testing.T) store.Store { return redistest.Open(t) },
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/rotahq/rota/internal/store"
 	"github.com/rotahq/rota/internal/store/mysqlstore"
 	"github.com/rotahq/rota/internal/store/pgstore"
+	"github.com/rotahq/rota/internal/store/redisstore"
 	"github.com/rotahq/rota/internal/store/sqlitestore"
 	"github.com/rotahq/rota/internal/store/storecost"
 	"github.com/rotahq/rota/internal/ui"
@@ -348,7 +349,7 @@ func (s *Server) initHTTP() error {
 	})
 	api, err := httpapi.New(httpapi.Config{
 		Store: s.store, Dispatcher: s.disp, Clock: cfg.Clock, Logger: cfg.Logger,
-		MaxPayload: cfg.MaxPayload, Version: cfg.Version, NodeID: cfg.NodeID,
+		MaxPayload: cfg.MaxPayload, Version: cfg.Version, NodeID: cfg.NodeID, Durability: durability(s.store, cfg),
 		MaxInflightBytes: cfg.Limits.MaxInflightBytes,
 		ScheduleChanged:  s.schedules.changed,
 		TargetGuard:      s.guard,
@@ -402,6 +403,21 @@ func (s *Server) initHTTP() error {
 	return nil
 }
 
+// durabilityReporter is a store that states what an acknowledged write
+// means on it (redisstore: "relaxed" unless Redis syncs every write).
+type durabilityReporter interface{ Durability() string }
+
+// durability is the durability GET /api/cluster shows for this node.
+func durability(st store.Store, cfg Config) string {
+	if d, ok := st.(durabilityReporter); ok {
+		return d.Durability()
+	}
+	if cfg.Relaxed && (cfg.Store == "" || strings.HasPrefix(cfg.Store, "sqlite")) {
+		return httpapi.DurabilityRelaxed
+	}
+	return httpapi.DurabilityDurable
+}
+
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 	switch {
 	case cfg.Store == "" || cfg.Store == "sqlite":
@@ -412,8 +428,10 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 		return pgstore.New(ctx, pgstore.Config{URL: cfg.Store, Schema: cfg.PGSchema, NodeID: cfg.NodeID, Logger: cfg.Logger, Cost: cfg.Cost})
 	case strings.HasPrefix(cfg.Store, "mysql://"), strings.HasPrefix(cfg.Store, "mariadb://"):
 		return mysqlstore.New(ctx, mysqlstore.Config{URL: cfg.Store, NodeID: cfg.NodeID, Logger: cfg.Logger, Cost: cfg.Cost})
+	case strings.HasPrefix(cfg.Store, "redis://"), strings.HasPrefix(cfg.Store, "rediss://"):
+		return redisstore.New(ctx, redisstore.Config{URL: cfg.Store, NodeID: cfg.NodeID, Logger: cfg.Logger, Cost: cfg.Cost})
 	}
-	return nil, fmt.Errorf("unknown store %q: use sqlite, sqlite:PATH, a postgres:// or a mysql:// (mariadb://) URL", cfg.Store)
+	return nil, fmt.Errorf("unknown store %q: use sqlite, sqlite:PATH, a postgres://, a mysql:// (mariadb://) or a redis:// (rediss://) URL", cfg.Store)
 }
 
 // Start binds the listen address (failing at once if it is taken), starts
@@ -494,6 +512,8 @@ func (s *Server) describeStore() string {
 		return "sqlite:" + filepath.Join(s.cfg.DataDir, "rota.db")
 	case strings.HasPrefix(s.cfg.Store, "sqlite:"):
 		return s.cfg.Store
+	case strings.HasPrefix(s.cfg.Store, "redis"):
+		return redisstore.Redact(s.cfg.Store)
 	}
 	return "postgres (schema " + cmp.Or(s.cfg.PGSchema, "public") + ")" // the URL may hold a password
 }

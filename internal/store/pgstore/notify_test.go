@@ -11,30 +11,6 @@ import (
 	"github.com/rotahq/rota/internal/store/storetest"
 )
 
-// subscribe runs Subscribe on st in the background until the test ends and
-// returns the channel of what it delivers.
-func subscribe(t *testing.T, st store.Store) <-chan store.Notification {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := make(chan store.Notification, 1024)
-	done := make(chan error, 1)
-	go func() {
-		done <- st.Subscribe(ctx, func(n store.Notification) {
-			select {
-			case ch <- n:
-			default:
-			}
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Subscribe returned %v, want nil when its context ends", err)
-		}
-	})
-	return ch
-}
-
 // waitFor returns the first notification of kind on ch within d.
 func waitFor(ch <-chan store.Notification, kind string, d time.Duration) (store.Notification, bool) {
 	timeout := time.After(d)
@@ -83,7 +59,7 @@ func TestSubscribeHearsOtherNode(t *testing.T) {
 	if !a.SupportsNotify() {
 		t.Fatal("SupportsNotify = false")
 	}
-	notes := subscribe(t, a)
+	notes := storetest.Subscribe(t, a)
 	fb := storetest.NewFixture(t, b)
 	warmUp(t, fb, notes)
 
@@ -134,7 +110,7 @@ func TestSubscribeEvents(t *testing.T) {
 	schema := newSchema(t)
 	a := openSchema(t, schema, "node-a")
 	b := openSchema(t, schema, "node-b")
-	notes := subscribe(t, a)
+	notes := storetest.Subscribe(t, a)
 	f := storetest.NewFixture(t, b)
 	warmUp(t, f, notes)
 	expect := func(what, kind string, runAt time.Time) {
@@ -206,7 +182,7 @@ func TestSubscribeReconnects(t *testing.T) {
 	schema := newSchema(t)
 	a := openSchema(t, schema, "node-a")
 	b := openSchema(t, schema, "node-b")
-	notes := subscribe(t, a)
+	notes := storetest.Subscribe(t, a)
 	f := storetest.NewFixture(t, b)
 	warmUp(t, f, notes) // drained: "warmup" below can only come from the announcement
 	conn, err := pgx.Connect(t.Context(), testURL())
@@ -240,7 +216,7 @@ func TestSubscribeSkipsOwnEcho(t *testing.T) {
 	schema := newSchema(t)
 	a := openSchema(t, schema, "node-a")
 	b := openSchema(t, schema, "node-b")
-	notes := subscribe(t, a)
+	notes := storetest.Subscribe(t, a)
 	fb := storetest.NewFixture(t, b)
 	warmUp(t, fb, notes)
 	fa := storetest.NewFixture(t, a)

@@ -325,7 +325,7 @@ func TestScheduleFireNotifies(t *testing.T) {
 	ctx := t.Context()
 	schema := newSchema(t)
 	a, b := openSchema(t, schema, "node-a"), openSchema(t, schema, "node-b")
-	notes := subscribe(t, b)
+	notes := storetest.Subscribe(t, b)
 	warmUp(t, storetest.NewFixture(t, a), notes)
 	ids := &rota.IDGenerator{}
 	base := time.Now().UTC().Truncate(time.Second)
