@@ -409,7 +409,7 @@ type durabilityReporter interface{ Durability() string }
 
 // durability is the durability GET /api/cluster shows for this node.
 func durability(st store.Store, cfg Config) string {
-	if d, ok := st.(durabilityReporter); ok {
+	if d, ok := unwrap(st).(durabilityReporter); ok {
 		return d.Durability()
 	}
 	if cfg.Relaxed && (cfg.Store == "" || strings.HasPrefix(cfg.Store, "sqlite")) {
