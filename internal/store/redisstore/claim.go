@@ -98,9 +98,11 @@ func parseKind(vals []any, running int64) (kindState, error) {
 	if d.v == 0 {
 		return k, nil
 	}
-	if err := json.Unmarshal(d.d, &k.Kind); err != nil {
+	kind, err := decodeKind(d.d)
+	if err != nil {
 		return k, err
 	}
+	k.Kind = kind
 	k.v, k.found, k.running = d.v, true, running
 	if v, ok := vals[2].(string); ok {
 		k.pos, _ = strconv.Atoi(v)

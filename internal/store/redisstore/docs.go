@@ -164,6 +164,10 @@ func (s *Store) kKinds() string           { return s.p + "kinds" }
 func (s *Store) kWorker(id string) string { return s.p + "w:" + id }
 func (s *Store) kWorkers() string         { return s.p + "workers" }
 
+// kPushWorkers is the set of the workers with a push registration (by id,
+// lexical), removed with the worker (WorkerPrune).
+func (s *Store) kPushWorkers() string { return s.p + "pushworkers" }
+
 // schedRunMember orders a schedule's runs by fire time, then task id.
 func schedRunMember(fire int64, id string) string { return fmt.Sprintf("%016d:%s", fire, id) }
 

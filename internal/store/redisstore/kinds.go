@@ -34,7 +34,20 @@ func (t *tx) ensureKind(kind string) error {
 	}
 	t.guard(k, 0)
 	t.zadd(t.s.kKinds(), 0, kind)
-	return t.put(k, rota.Kind{Name: kind, PriorityFactor: rota.DefaultPriorityFactor})
+	return t.put(k, newKind(kind))
+}
+
+// newKind is a kind nobody configured: the settings a record leaves out
+// (one written before the setting existed) read as these.
+func newKind(name string) rota.Kind {
+	return rota.Kind{Name: name, PriorityFactor: rota.DefaultPriorityFactor, Dispatch: rota.DispatchPull}
+}
+
+// decodeKind reads a kind's record body; a setting it lacks is newKind's.
+func decodeKind(b []byte) (rota.Kind, error) {
+	k := newKind("")
+	err := json.Unmarshal(b, &k)
+	return k, err
 }
 
 // KindList implements store.Store.
@@ -49,8 +62,8 @@ func (s *Store) KindList(ctx context.Context) ([]rota.Kind, error) {
 	}
 	out := []rota.Kind{}
 	err = s.readDocs(ctx, keys, func(_ int, b []byte) error {
-		var k rota.Kind
-		if err := json.Unmarshal(b, &k); err != nil {
+		k, err := decodeKind(b)
+		if err != nil {
 			return err
 		}
 		out = append(out, k)
@@ -63,8 +76,9 @@ func (s *Store) KindList(ctx context.Context) ([]rota.Kind, error) {
 func (s *Store) KindGet(ctx context.Context, name string) (*rota.Kind, error) {
 	var k *rota.Kind
 	err := s.readDocs(ctx, []string{s.kKind(name)}, func(_ int, b []byte) error {
-		k = &rota.Kind{}
-		return json.Unmarshal(b, k)
+		d, err := decodeKind(b)
+		k = &d
+		return err
 	})
 	if err != nil {
 		return nil, s.wrap("get kind", err)
@@ -80,8 +94,8 @@ func (s *Store) KindUpsert(ctx context.Context, p store.KindUpsertParams) (*rota
 	var out rota.Kind
 	err := s.update(ctx, "upsert kind", func(t *tx) error {
 		k := s.kKind(p.Name)
-		out = rota.Kind{Name: p.Name, PriorityFactor: rota.DefaultPriorityFactor}
-		found, err := t.get(k, &out)
+		out = newKind(p.Name)
+		found, err := t.get(k, &out) // a setting the record lacks keeps newKind's
 		if err != nil {
 			return err
 		}

@@ -205,6 +205,7 @@ func (t *tx) del(k string) {
 	t.written[k] = nil
 }
 func (t *tx) hset(k, field string, v any)            { t.ops = append(t.ops, "H", t.key(k), field, v) }
+func (t *tx) hmax(k, field string, v int64)          { t.ops = append(t.ops, "M", t.key(k), field, v) }
 func (t *tx) hdel(k, field string)                   { t.ops = append(t.ops, "X", t.key(k), field) }
 func (t *tx) zadd(k string, score float64, m string) { t.ops = append(t.ops, "Z", t.key(k), score, m) }
 func (t *tx) zrem(k, m string)                       { t.ops = append(t.ops, "R", t.key(k), m) }

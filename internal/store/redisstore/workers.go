@@ -24,6 +24,7 @@ type workerDoc struct {
 	First   int64    `json:"first"`
 	Stop    bool     `json:"stop,omitempty"`
 	Dereg   bool     `json:"dereg,omitempty"`
+	Push    *pushReg `json:"push,omitempty"` // its push registration (WorkerRegister)
 	seen    int64
 	wait    int64
 	v       int64
@@ -270,6 +271,9 @@ func (s *Store) WorkerPrune(ctx context.Context, p store.WorkerPruneParams) (int
 			t.guard(s.kWorker(w.ID), w.v)
 			t.del(s.kWorker(w.ID))
 			t.zrem(s.kWorkers(), w.ID)
+			if w.Push != nil {
+				t.zrem(s.kPushWorkers(), w.ID)
+			}
 			n++
 		}
 		return nil

@@ -17,6 +17,8 @@
 --   B k              bump version v + 1 (claims on a capped or rate-limited kind)
 --   D k              delete key
 --   H k field value  set a plain hash field (no version change)
+--   M k field value  set a plain hash field to value if that is more than
+--                    its number now (absent: 0); no version change
 --   X k field        delete a plain hash field
 --   Z k score member add to / move in a sorted set
 --   R k member       remove from a sorted set
@@ -66,6 +68,12 @@ while p <= #ARGV do
       p = p + 2
     elseif op == 'H' then
       redis.call('HSET', k, ARGV[p + 2], ARGV[p + 3])
+      p = p + 4
+    elseif op == 'M' then
+      local cur = tonumber(redis.call('HGET', k, ARGV[p + 2]) or '0') or 0
+      if tonumber(ARGV[p + 3]) > cur then
+        redis.call('HSET', k, ARGV[p + 2], ARGV[p + 3])
+      end
       p = p + 4
     elseif op == 'X' then
       redis.call('HDEL', k, ARGV[p + 2])
