@@ -72,6 +72,9 @@ type caseSpec struct {
 	Tuned    bool   `json:"tuned"`    // River: FetchCooldown 1 ms, FetchPollInterval 50 ms
 	Schema   string `json:"schema"`   // fresh for each run
 	AppName  string `json:"app_name"` // application_name of the system's connections
+	Fsync    string `json:"fsync"`    // rota-redis, asynq: appendfsync of the case's redis-server
+	Redis    string `json:"redis"`    // rota-redis, asynq: host:port of the case's redis-server
+	RedisPID int    `json:"redis_pid"`
 	P        params `json:"params"`
 }
 
@@ -157,6 +160,7 @@ func cases(p params, scenarios, systems map[string]bool) []caseSpec {
 		}
 	}
 	sqliteCases(p, add)
+	redisCases(p, add)
 	return out
 }
 
@@ -279,7 +283,7 @@ func run() error {
 	fmt.Printf("PostgreSQL %s, synchronous_commit = %s; River %s; %d CPUs; load average %s\n",
 		f.PGVersion, f.SyncCommit, f.RiverVersion, f.NProc, f.LoadStart)
 
-	if o.rotaBin == "" && (set(o.systems)["rota"] || set(o.systems)["rota-sqlite"]) {
+	if o.rotaBin == "" && (set(o.systems)["rota"] || set(o.systems)["rota-sqlite"] || set(o.systems)["rota-redis"]) {
 		tmp, err := os.MkdirTemp("", "rota-peers")
 		if err != nil {
 			return err
@@ -357,9 +361,12 @@ func runCases(ctx context.Context, o options, specs []caseSpec, admin *pgxpool.P
 			fmt.Println(title + "…")
 			var res caseResult
 			var err error
-			if spec.System == "rota" || spec.System == "rota-sqlite" {
+			switch spec.System {
+			case "rota", "rota-sqlite":
 				res, err = runRota(ctx, o.rotaBin, spec, admin, o.perfDir, r)
-			} else {
+			case "rota-redis", "asynq":
+				res, err = runOnRedis(ctx, o.rotaBin, spec, r)
+			default:
 				res, err = runRiverChild(ctx, spec)
 			}
 			if err != nil {

@@ -45,7 +45,11 @@ func riverChild(ctx context.Context) error {
 	if err := json.NewDecoder(os.Stdin).Decode(&spec); err != nil {
 		return fmt.Errorf("river child: read the case: %w", err)
 	}
-	res, err := runRiver(ctx, spec)
+	run := runRiver
+	if spec.System == "asynq" {
+		run = runAsynq
+	}
+	res, err := run(ctx, spec)
 	if err != nil {
 		return err
 	}

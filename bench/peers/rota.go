@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -59,7 +60,9 @@ func startRota(ctx context.Context, bin, pgURL, schema string) (*rotaServer, err
 		return nil, err
 	}
 	args := []string{"server", "--listen", addr, "--data", data, "--log-level", "warn"}
-	if pgURL != "" {
+	if strings.HasPrefix(pgURL, "redis://") {
+		args = append(args, "--store", pgURL)
+	} else if pgURL != "" {
 		args = append(args, "--store", pgURL, "--pg-schema", schema)
 	}
 	cmd := exec.Command(bin, args...)
@@ -137,6 +140,10 @@ func runRota(ctx context.Context, bin string, spec caseSpec, admin *pgxpool.Pool
 			err = errors.Join(err, derr)
 		}()
 		backends = func() []int { return backendPIDs(ctx, admin, spec.AppName) }
+	}
+	if spec.System == "rota-redis" {
+		pgURL = "redis://" + spec.Redis + "/0"
+		backends = func() []int { return []int{spec.RedisPID} }
 	}
 	srv, err := startRota(ctx, bin, pgURL, spec.Schema)
 	if err != nil {
