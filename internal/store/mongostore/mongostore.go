@@ -50,6 +50,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
@@ -70,6 +71,8 @@ type Config struct {
 	PollInterval time.Duration
 	// ConnectTimeout bounds the first contact (default 10 s).
 	ConnectTimeout time.Duration
+	// Monitor, when set, sees every command sent (cost tests).
+	Monitor *event.CommandMonitor
 }
 
 // Store is a store.Store on MongoDB.
@@ -138,6 +141,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	opts := options.Client().ApplyURI(cfg.URL).SetServerSelectionTimeout(cfg.ConnectTimeout).
 		SetConnectTimeout(cfg.ConnectTimeout).SetRetryWrites(false)
+	if cfg.Monitor != nil {
+		opts.SetMonitor(cfg.Monitor)
+	}
 	client, err := mongo.Connect(opts)
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: connect to %s: %w", Redact(cfg.URL), err)
@@ -149,11 +155,12 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("mongostore: %s unreachable: %w", Redact(cfg.URL), err)
 	}
 	s := newStore(client, client.Database(dbName), cfg)
-	s.streams = offersChangeStreams(pctx, s.db)
 	s.tickets = isFerretDB(pctx, s.db)
+	s.streams = !s.tickets && offersChangeStreams(pctx, s.db) // FerretDB v1 has no change streams
 	if err := s.ensureIndexes(pctx); err != nil {
-		_ = client.Disconnect(context.Background())
-		return nil, fmt.Errorf("mongostore: %s: %w", Redact(cfg.URL), err)
+		// Indexes only speed queries up; FerretDB v1 may drop the
+		// connection when they already exist.
+		s.log.Warn("mongostore: indexes not (re)created", "url", Redact(cfg.URL), "err", err)
 	}
 	return s, nil
 }
@@ -211,14 +218,16 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 		ms []mongo.IndexModel
 	}{
 		{s.tasks, []mongo.IndexModel{idx("kind", "avail", "level", "run_at"), idx("rids"), idx("exp"), idx("ws"),
-			idx("status", "end"), idx("sched", "fire"), idx("deps")}},
+			idx("sched", "fire"), idx("deps")}},
 		{s.audit, []mongo.IndexModel{idx("at")}},
 		{s.events, []mongo.IndexModel{idx("at")}},
 		{s.tokens, []mongo.IndexModel{idx("hash")}},
 	}
 	for _, set := range sets {
-		if _, err := set.c.Indexes().CreateMany(ctx, set.ms); err != nil {
-			return fmt.Errorf("create indexes of %s: %w", set.c.Name(), err)
+		for _, m := range set.ms { // one at a time: FerretDB v1 panics on some batches
+			if _, err := set.c.Indexes().CreateOne(ctx, m); err != nil {
+				return fmt.Errorf("create index of %s: %w", set.c.Name(), err)
+			}
 		}
 	}
 	return nil

@@ -103,6 +103,7 @@ func (s *Store) pollNotes(ctx context.Context, fn func(store.Notification)) erro
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
+			s.log.Debug("mongostore: wake-up poll failed", "err", err)
 			failed = true
 		default:
 			for _, d := range docs {

@@ -70,7 +70,7 @@ func startFerret() (*Server, error) {
 		Listener:  ferretdb.ListenerConfig{TCP: addr},
 		Handler:   "sqlite",
 		SQLiteURL: "file:" + filepath.ToSlash(dir) + "/",
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:    ferretLogger(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ferretdb: %w", err)
@@ -124,4 +124,30 @@ func DB(t testing.TB) string {
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+// Stop stops the embedded server, if one runs (a TestMain's end, so that
+// leak checks see its goroutines gone).
+func Stop() {
+	mu.Lock()
+	defer mu.Unlock()
+	if shared != nil && shared.stop != nil {
+		shared.stop()
+	}
+	shared = nil
+}
+
+// Ferret reports whether tests run on the embedded FerretDB.
+func Ferret() bool {
+	s, err := Start()
+	return err == nil && s.Ferret
+}
+
+// ferretLogger logs FerretDB's errors to stderr when ROTA_TEST_FERRETDB_LOG
+// is set, else nothing.
+func ferretLogger() *slog.Logger {
+	if os.Getenv("ROTA_TEST_FERRETDB_LOG") == "" {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
