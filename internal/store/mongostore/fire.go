@@ -239,4 +239,3 @@ func (s *Store) ScheduleTrigger(ctx context.Context, p store.ScheduleTriggerPara
 	})
 	return out, err
 }
-
