@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -116,14 +117,14 @@ type ticketDoc struct {
 // takeTicket inserts ticket; false when another writer holds it (a stale
 // one is removed, for the next attempt).
 func (s *Store) takeTicket(ctx context.Context, ticket string) (bool, error) {
-	return s.takeLock(ctx, ticket, staleTicket)
+	return s.takeLock(ctx, ticket, staleTicket, true)
 }
 
 // takeLock inserts the document ticket of the cas collection, valid for
 // ttl (wall clock: it guards round trips, not a scheduling rule); false
-// when another holds it. A lock past its time is deleted, so that the
-// next attempt can take it.
-func (s *Store) takeLock(ctx context.Context, ticket string, ttl time.Duration) (bool, error) {
+// when another holds it. With checkStale, a lock past its time is
+// deleted, so that the next attempt can take it.
+func (s *Store) takeLock(ctx context.Context, ticket string, ttl time.Duration, checkStale bool) (bool, error) {
 	now := time.Now().UnixMilli()
 	_, err := s.cas.InsertOne(ctx, ticketDoc{ID: ticket, Until: now + ttl.Milliseconds()})
 	if err == nil {
@@ -133,10 +134,32 @@ func (s *Store) takeLock(ctx context.Context, ticket string, ttl time.Duration) 
 		return false, wrap("take "+ticket, err)
 	}
 	var t ticketDoc
+	if !checkStale {
+		return false, nil
+	}
 	if err := s.cas.FindOne(ctx, id(ticket)).Decode(&t); err == nil && t.Until < now {
 		_, _ = s.cas.DeleteOne(ctx, bson.D{{Key: "_id", Value: ticket}, {Key: "until", Value: t.Until}})
 	}
 	return false, nil
+}
+
+// lock takes the lock name, waiting for it with backoff (2 ms doubling
+// to 32 ms, jittered); a holder that died is taken over after ttl.
+func (s *Store) lock(ctx context.Context, name string, ttl time.Duration) error {
+	start := time.Now()
+	wait := claimLockRetry
+	for {
+		ok, err := s.takeLock(ctx, name, ttl, time.Since(start) > ttl)
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("mongostore: take %s: %w", name, ctx.Err())
+		case <-time.After(wait/2 + rand.N(wait/2+1)):
+		}
+		wait = min(2*wait, 32*time.Millisecond)
+	}
 }
 
 // dropTicket deletes a ticket or lock.

@@ -3,6 +3,7 @@ package mongostore
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -45,6 +46,9 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 // claimKind claims up to max tasks of kind; limited is when the kind's
 // rate bucket has its next token, when it held the claim back (else 0).
 func (s *Store) claimKind(ctx context.Context, p store.TaskClaimParams, kind string, max int, now int64) (runs []rota.ClaimedRun, limited int64, err error) {
+	mu := s.kindMutex(kind)
+	mu.Lock()
+	defer mu.Unlock()
 	k, st, err := s.lockKind(ctx, kind)
 	if err != nil || k == nil {
 		return nil, 0, err
@@ -91,6 +95,19 @@ func (s *Store) claimKind(ctx context.Context, p store.TaskClaimParams, kind str
 		st.Tokens, st.TokensAt = tokens-float64(len(runs)), now
 	}
 	return runs, 0, nil
+}
+
+// kindMutex serializes this process's claims of one kind before they
+// compete for the kind's lock in the database.
+func (s *Store) kindMutex(kind string) *sync.Mutex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.claimMu[kind]
+	if !ok {
+		m = new(sync.Mutex)
+		s.claimMu[kind] = m
+	}
+	return m
 }
 
 // kindBudget is how many tasks the kind's cap and rate bucket let a claim

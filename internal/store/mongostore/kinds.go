@@ -3,7 +3,6 @@ package mongostore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -143,19 +142,8 @@ const (
 // (the lock is then already free).
 func (s *Store) lockKind(ctx context.Context, name string) (*kindDoc, *kindState, error) {
 	lock := "lock/kind/" + name
-	for {
-		ok, err := s.takeLock(ctx, lock, claimLockTTL)
-		if err != nil {
-			return nil, nil, err
-		}
-		if ok {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("mongostore: lock kind %s: %w", name, ctx.Err())
-		case <-time.After(claimLockRetry):
-		}
+	if err := s.lock(ctx, lock, claimLockTTL); err != nil {
+		return nil, nil, err
 	}
 	k, err := s.getKind(ctx, name)
 	if err != nil {

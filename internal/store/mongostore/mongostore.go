@@ -100,8 +100,9 @@ type Store struct {
 	streams bool // the server offers change streams
 	tickets bool // conditional updates are not atomic (FerretDB): writes take tickets (see replaceVersioned)
 
-	mu    sync.Mutex
-	known map[string]bool // kinds known to exist (never deleted)
+	mu      sync.Mutex
+	known   map[string]bool        // kinds known to exist (never deleted)
+	claimMu map[string]*sync.Mutex // per kind: this process's claims take turns
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -174,7 +175,7 @@ func newStore(client *mongo.Client, db *mongo.Database, cfg Config) *Store {
 		audit: db.Collection("audit"), scheds: db.Collection("schedules"), fires: db.Collection("schedule_fires"),
 		cas: db.Collection("cas"), state: db.Collection("kind_state"),
 		log: cfg.Logger, nodeID: cfg.NodeID, poll: cfg.PollInterval,
-		known: map[string]bool{}, closed: make(chan struct{}),
+		known: map[string]bool{}, claimMu: map[string]*sync.Mutex{}, closed: make(chan struct{}),
 	}
 }
 

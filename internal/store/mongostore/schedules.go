@@ -91,19 +91,8 @@ func nameKey(name string) string { return "\x00schedule\x00" + name }
 // withSchedLock runs fn holding the lock of schedule id.
 func (s *Store) withSchedLock(ctx context.Context, sid string, fn func() error) error {
 	lock := "lock/schedule/" + sid
-	for {
-		ok, err := s.takeLock(ctx, lock, claimLockTTL)
-		if err != nil {
-			return err
-		}
-		if ok {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("mongostore: lock schedule %s: %w", sid, ctx.Err())
-		case <-time.After(claimLockRetry):
-		}
+	if err := s.lock(ctx, lock, claimLockTTL); err != nil {
+		return err
 	}
 	defer s.dropTicket(ctx, lock)
 	return fn()
