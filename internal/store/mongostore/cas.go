@@ -89,16 +89,30 @@ func (s *Store) replaceTask(ctx context.Context, t *taskDoc) (bool, error) {
 // writer that read the old version can no longer match it). A ticket left
 // by a crashed writer is taken over after staleTicket.
 func (s *Store) replaceVersioned(ctx context.Context, c *mongo.Collection, docID string, old int64, doc any) (bool, error) {
-	var ticket string
+	filter := bson.D{{Key: "_id", Value: docID}, {Key: "v", Value: old}}
 	if s.tickets {
-		ticket = fmt.Sprintf("%s/%s/%d", c.Name(), docID, old+1)
+		ticket := fmt.Sprintf("%s/%s/%d", c.Name(), docID, old+1)
 		ok, err := s.takeTicket(ctx, ticket)
 		if !ok || err != nil {
 			return false, err
 		}
 		defer s.dropTicket(ctx, ticket)
+		// Holding the ticket of version old+1, nobody else can move the
+		// document past old: check it is still there, then write by _id
+		// alone (FerretDB reads only an {_id} filter by key; any other
+		// filter scans the collection).
+		var cur struct {
+			V int64 `bson:"v"`
+		}
+		if err := c.FindOne(ctx, id(docID)).Decode(&cur); err != nil || cur.V != old {
+			if errors.Is(err, mongo.ErrNoDocuments) {
+				err = nil
+			}
+			return false, wrap("read "+c.Name()+" "+docID, err)
+		}
+		filter = id(docID)
 	}
-	res, err := c.ReplaceOne(ctx, bson.D{{Key: "_id", Value: docID}, {Key: "v", Value: old}}, doc)
+	res, err := c.ReplaceOne(ctx, filter, doc)
 	if err != nil {
 		return false, wrap("write "+c.Name()+" "+docID, err)
 	}

@@ -151,12 +151,15 @@ func (s *Store) candidates(ctx context.Context, p store.TaskClaimParams, kind st
 		filter = append(filter, bson.E{Key: "$or", Value: bson.A{bson.D{{Key: "pinned", Value: false}}, bson.D{{Key: "worker_ids", Value: p.WorkerID}}}})
 	}
 	limit := int64(max + 8)
+	if s.tickets {
+		limit = 0 // FerretDB scans the collection for any query but by _id: once is enough
+	}
 	sort := bson.D{{Key: "level", Value: 1}, {Key: "pinned", Value: -1}, {Key: "run_at", Value: 1}, {Key: "_id", Value: 1}}
 	docs, err := findAll[taskDoc](ctx, s.tasks, filter, "candidates", options.Find().SetSort(sort).SetLimit(limit))
 	if err != nil {
 		return [3][]*taskDoc{}, err
 	}
-	if int64(len(docs)) == limit { // a long queue: each level on its own
+	if limit > 0 && int64(len(docs)) == limit { // a long queue: each level on its own
 		docs = docs[:0]
 		for level := range 3 {
 			lf := append(slices.Clone(filter), bson.E{Key: "level", Value: level})
@@ -204,6 +207,9 @@ func (s *Store) startRun(ctx context.Context, p store.TaskClaimParams, t *taskDo
 	}
 	t.Avail = t.Running+t.Successes < t.Workers
 	ok, err := s.replaceTask(ctx, t)
+	if ok {
+		s.rememberRun(run.RunID, t.ID)
+	}
 	return run, ok, err
 }
 

@@ -103,6 +103,7 @@ type Store struct {
 	mu      sync.Mutex
 	known   map[string]bool        // kinds known to exist (never deleted)
 	claimMu map[string]*sync.Mutex // per kind: this process's claims take turns
+	runTask map[string]string      // run id → task id of the runs this node handed out
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -142,9 +143,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	opts := options.Client().ApplyURI(cfg.URL).SetServerSelectionTimeout(cfg.ConnectTimeout).
 		SetConnectTimeout(cfg.ConnectTimeout).SetRetryWrites(false)
-	if cfg.Monitor != nil {
-		opts.SetMonitor(cfg.Monitor)
-	}
+	gate := newWriteGate(cfg.Monitor)
+	opts.SetMonitor(gate.monitor())
 	client, err := mongo.Connect(opts)
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: connect to %s: %w", Redact(cfg.URL), err)
@@ -157,6 +157,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s := newStore(client, client.Database(dbName), cfg)
 	s.tickets = isFerretDB(pctx, s.db)
+	gate.on.Store(s.tickets && len(opts.Compressors) == 0)
 	s.streams = !s.tickets && offersChangeStreams(pctx, s.db) // FerretDB v1 has no change streams
 	if err := s.ensureIndexes(pctx); err != nil {
 		// Indexes only speed queries up; FerretDB v1 may drop the
@@ -175,7 +176,7 @@ func newStore(client *mongo.Client, db *mongo.Database, cfg Config) *Store {
 		audit: db.Collection("audit"), scheds: db.Collection("schedules"), fires: db.Collection("schedule_fires"),
 		cas: db.Collection("cas"), state: db.Collection("kind_state"),
 		log: cfg.Logger, nodeID: cfg.NodeID, poll: cfg.PollInterval,
-		known: map[string]bool{}, claimMu: map[string]*sync.Mutex{}, closed: make(chan struct{}),
+		known: map[string]bool{}, claimMu: map[string]*sync.Mutex{}, runTask: map[string]string{}, closed: make(chan struct{}),
 	}
 }
 

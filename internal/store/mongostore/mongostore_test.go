@@ -28,3 +28,7 @@ func open(tb testing.TB) *mongostore.Store {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(tb testing.TB) store.Store { return open(tb) })
 }
+
+func BenchmarkStore(b *testing.B) {
+	storetest.Benchmark(b, func(tb testing.TB) store.Store { return open(tb) })
+}

@@ -46,6 +46,26 @@ func ownRun(t *taskDoc, runID, worker string, now int64, backoff func(int) time.
 	return i, nil
 }
 
+// Run ids are the caller's (TaskClaimParams.NewRunID), so the task of a
+// run is found through the indexed rids array; a node also remembers the
+// tasks of the runs it handed out (up to maxRunCache), which reads the
+// task by _id instead (FerretDB reads only an {_id} filter by key).
+const maxRunCache = 100_000
+
+func (s *Store) rememberRun(runID, taskID string) {
+	s.mu.Lock()
+	if len(s.runTask) < maxRunCache {
+		s.runTask[runID] = taskID
+	}
+	s.mu.Unlock()
+}
+
+func (s *Store) forgetRun(runID string) {
+	s.mu.Lock()
+	delete(s.runTask, runID)
+	s.mu.Unlock()
+}
+
 // runFilter finds the task of a run.
 func runFilter(runID string) bson.D { return bson.D{{Key: "rids", Value: runID}} }
 
@@ -54,7 +74,13 @@ func runFilter(runID string) bson.D { return bson.D{{Key: "rids", Value: runID}}
 // ExpiredError.
 func (s *Store) mutateRun(ctx context.Context, runID string, fn func(t *taskDoc) error) (*taskDoc, error) {
 	var expired error
-	t, found, err := s.mutateTask(ctx, runFilter(runID), func(t *taskDoc) error {
+	filter := runFilter(runID)
+	s.mu.Lock()
+	if tid, ok := s.runTask[runID]; ok {
+		filter = id(tid)
+	}
+	s.mu.Unlock()
+	t, found, err := s.mutateTask(ctx, filter, func(t *taskDoc) error {
 		expired = nil
 		err := fn(t)
 		var ee errExpired
@@ -64,6 +90,9 @@ func (s *Store) mutateRun(ctx context.Context, runID string, fn func(t *taskDoc)
 		}
 		return err
 	})
+	if t != nil && t.run(runID) >= 0 && t.Runs[t.run(runID)].Status != string(rota.StatusRunning) {
+		s.forgetRun(runID)
+	}
 	switch {
 	case err != nil:
 		return nil, err

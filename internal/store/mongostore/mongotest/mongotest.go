@@ -69,7 +69,7 @@ func startFerret() (*Server, error) {
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{TCP: addr},
 		Handler:   "sqlite",
-		SQLiteURL: "file:" + filepath.ToSlash(dir) + "/",
+		SQLiteURL: "file:" + filepath.ToSlash(dir) + "/?_pragma=synchronous(normal)", // tests need no fsync per commit
 		Logger:    ferretLogger(),
 	})
 	if err != nil {
