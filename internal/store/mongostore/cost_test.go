@@ -43,7 +43,8 @@ func (c *commands) take() []string {
 
 // TestCostPerTask pins the commands (each one round trip) of a submit, a
 // claim and a report of a single-worker task of a known kind. On FerretDB
-// each write of a task document also takes and drops a ticket (2 more).
+// each write of a task document also takes a ticket, checks the version by
+// _id and drops the ticket (3 more).
 func TestCostPerTask(t *testing.T) {
 	var cmds commands
 	ctx := t.Context()
@@ -88,7 +89,7 @@ func TestCostPerTask(t *testing.T) {
 	t.Logf("complete %d %v", len(complete), complete)
 	tickets := 0
 	if mongotest.Ferret() {
-		tickets = 2
+		tickets = 3
 	}
 	for _, c := range []struct {
 		what string

@@ -54,6 +54,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
@@ -143,6 +144,13 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	opts := options.Client().ApplyURI(cfg.URL).SetServerSelectionTimeout(cfg.ConnectTimeout).
 		SetConnectTimeout(cfg.ConnectTimeout).SetRetryWrites(false)
+	if opts.WriteConcern == nil {
+		// Acknowledged means durable, as on the other stores: a majority
+		// of the replica set (the server alone when standalone) has the
+		// write in its journal.
+		journaled := true
+		opts.SetWriteConcern(&writeconcern.WriteConcern{W: "majority", Journal: &journaled})
+	}
 	gate := newWriteGate(cfg.Monitor)
 	opts.SetMonitor(gate.monitor())
 	client, err := mongo.Connect(opts)
