@@ -38,49 +38,45 @@ func (s *Store) leader(ctx context.Context) (*leaderDoc, bool, error) {
 	return &l, true, nil
 }
 
-// LeaderAttemptElect implements store.Store: a compare-and-set of the
-// leader document on its term and lease end (an insert of it, the first
-// time: _id uniqueness lets one node win).
+// LeaderAttemptElect implements store.Store: store.ElectLeader decides on
+// the leader document read, and a compare-and-set of the document on its
+// version applies the decision (an insert the first time: _id uniqueness
+// lets one node win); a lost race reads again.
 func (s *Store) LeaderAttemptElect(ctx context.Context, p store.LeaderElectParams) (store.LeaderElectResult, error) {
-	now := store.Millis(p.Now)
-	until := now + p.TTL.Milliseconds()
 	for range maxCASAttempts {
 		l, found, err := s.leader(ctx)
 		if err != nil {
 			return store.LeaderElectResult{}, err
 		}
-		next := leaderDoc{ID: leaderID, V: 1, Node: p.NodeID, Term: 1, Until: until}
-		switch {
-		case !found:
-			_, err = s.meta.InsertOne(ctx, next)
+		var cur store.LeaderRow
+		if found {
+			cur = store.LeaderRow{NodeID: l.Node, Term: l.Term, ExpiresAt: l.Until}
+		}
+		next, changed := store.ElectLeader(cur, found, p)
+		if !changed {
+			return next.Result(p.NodeID), nil
+		}
+		doc := leaderDoc{ID: leaderID, V: 1, Node: next.NodeID, Term: next.Term, Until: next.ExpiresAt}
+		if !found {
+			_, err = s.meta.InsertOne(ctx, doc)
 			if mongo.IsDuplicateKeyError(err) {
 				continue
 			}
 			if err != nil {
 				return store.LeaderElectResult{}, wrap("elect", err)
 			}
-			return electResult(next, true), nil
-		case l.Node != p.NodeID && l.Until > now:
-			return electResult(*l, false), nil
-		case l.Node != p.NodeID:
-			next.Term = l.Term + 1
-		default:
-			next.Term = l.Term
+			return next.Result(p.NodeID), nil
 		}
-		next.V = l.V + 1
-		ok, err := s.replaceVersioned(ctx, s.meta, leaderID, l.V, next)
+		doc.V = l.V + 1
+		ok, err := s.replaceVersioned(ctx, s.meta, leaderID, l.V, doc)
 		if err != nil {
 			return store.LeaderElectResult{}, err
 		}
 		if ok {
-			return electResult(next, true), nil
+			return next.Result(p.NodeID), nil
 		}
 	}
 	return store.LeaderElectResult{}, fmt.Errorf("mongostore: elect: too many concurrent elections")
-}
-
-func electResult(l leaderDoc, leads bool) store.LeaderElectResult {
-	return store.LeaderElectResult{Leader: leads, LeaderID: l.Node, Term: l.Term, ExpiresAt: store.FromMillis(l.Until)}
 }
 
 // LeaderResign implements store.Store: the lease ends now (the term stays,
