@@ -152,14 +152,17 @@ func (s *Store) candidates(ctx context.Context, p store.TaskClaimParams, kind st
 	}
 	limit := int64(max + 8)
 	if s.tickets {
-		limit = 0 // FerretDB scans the collection for any query but by _id: once is enough
+		// FerretDB scans the whole collection for any query but by _id:
+		// read more at once, so that a long queue rarely costs three
+		// more scans.
+		limit = int64(4*max + 64)
 	}
 	sort := bson.D{{Key: "level", Value: 1}, {Key: "pinned", Value: -1}, {Key: "run_at", Value: 1}, {Key: "_id", Value: 1}}
 	docs, err := findAll[taskDoc](ctx, s.tasks, filter, "candidates", options.Find().SetSort(sort).SetLimit(limit))
 	if err != nil {
 		return [3][]*taskDoc{}, err
 	}
-	if limit > 0 && int64(len(docs)) == limit { // a long queue: each level on its own
+	if int64(len(docs)) == limit { // a long queue: each level on its own
 		docs = docs[:0]
 		for level := range 3 {
 			lf := append(slices.Clone(filter), bson.E{Key: "level", Value: level})

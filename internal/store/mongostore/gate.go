@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/event"
+
+	"github.com/rotahq/rota/internal/store/storecost"
 )
 
 // writeGate makes this process's writes to FerretDB take turns. FerretDB's
@@ -17,6 +19,7 @@ import (
 // command waits at its start for the previous one to finish); a command
 // that never reports its end frees the gate after gateTimeout.
 type writeGate struct {
+	cost *storecost.Counter // counts every command: one statement, one round trip (writes: one commit)
 	on   atomic.Bool
 	sem  chan struct{}
 	held sync.Map // request id → true, for the commands holding the gate
@@ -27,13 +30,18 @@ const gateTimeout = 5 * time.Second
 
 var writeCommands = map[string]bool{"insert": true, "update": true, "delete": true, "findAndModify": true}
 
-func newWriteGate(next *event.CommandMonitor) *writeGate {
-	return &writeGate{sem: make(chan struct{}, 1), next: next}
+func newWriteGate(next *event.CommandMonitor, cost *storecost.Counter) *writeGate {
+	return &writeGate{sem: make(chan struct{}, 1), next: next, cost: cost}
 }
 
 func (g *writeGate) monitor() *event.CommandMonitor {
 	return &event.CommandMonitor{
 		Started: func(ctx context.Context, e *event.CommandStartedEvent) {
+			d := storecost.Counts{Statements: 1, RoundTrips: 1}
+			if writeCommands[e.CommandName] {
+				d.Commits = 1
+			}
+			g.cost.Add(ctx, d)
 			if g.on.Load() && writeCommands[e.CommandName] {
 				select {
 				case g.sem <- struct{}{}:

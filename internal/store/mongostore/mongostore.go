@@ -58,6 +58,7 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/storecost"
 )
 
 // Config opens a Store.
@@ -74,6 +75,9 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// Monitor, when set, sees every command sent (cost tests).
 	Monitor *event.CommandMonitor
+	// Cost, when set, counts every command as a statement and a round
+	// trip (a write also as a commit), as the work of its context.
+	Cost *storecost.Counter
 }
 
 // Store is a store.Store on MongoDB.
@@ -151,7 +155,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		journaled := true
 		opts.SetWriteConcern(&writeconcern.WriteConcern{W: "majority", Journal: &journaled})
 	}
-	gate := newWriteGate(cfg.Monitor)
+	gate := newWriteGate(cfg.Monitor, cfg.Cost)
 	opts.SetMonitor(gate.monitor())
 	client, err := mongo.Connect(opts)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/storecost"
 )
 
 // eventsNote is the notify document of the event log (kind names cannot
@@ -50,7 +51,7 @@ func note(kind string) store.Notification {
 // resumes with every kind notified once, as notifications may have been
 // missed.
 func (s *Store) Subscribe(ctx context.Context, fn func(store.Notification)) error {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(storecost.Async(ctx)) // the wake-up poll is the store's own work
 	defer cancel()
 	go func() {
 		select {

@@ -273,30 +273,7 @@ func taskFilter(p store.TaskListParams, withStatus bool) bson.D {
 		add("$or", bson.A{bson.D{{Key: "_id", Value: strings.ToLower(p.Search)}},
 			bson.D{{Key: "key", Value: re}}, bson.D{{Key: "msg", Value: re}}})
 	}
-	return f
-}
-
-// TaskList implements store.Store.
-func (s *Store) TaskList(ctx context.Context, p store.TaskListParams) (store.TaskListResult, error) {
-	f := taskFilter(p, true)
-	if p.Cursor != "" {
-		f = append(f, bson.E{Key: "_id", Value: bson.D{{Key: "$lt", Value: p.Cursor}}})
-	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = store.DefaultTaskListLimit
-	}
-	docs, err := findAll[taskDoc](ctx, s.tasks, f, "tasks",
-		options.Find().SetSort(bson.D{{Key: "_id", Value: -1}}).SetLimit(int64(limit+1)).SetProjection(bson.D{{Key: "runs", Value: 0}}))
-	if err != nil {
-		return store.TaskListResult{}, err
-	}
-	tasks := make([]rota.Task, len(docs))
-	for i := range docs {
-		tasks[i] = docs[i].task(false)
-		tasks[i].DependsOn = nil
-	}
-	return store.TaskListPage(tasks, limit), nil
+	return append(f, timeFilter(p)...)
 }
 
 // TaskCountByStatus implements store.Store.
