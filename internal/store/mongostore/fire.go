@@ -2,7 +2,6 @@ package mongostore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -37,18 +36,10 @@ func (s *Store) ScheduleFire(ctx context.Context, ps []store.ScheduleFireParams)
 
 // fireOne applies one item (its lock held).
 func (s *Store) fireOne(ctx context.Context, p *store.ScheduleFireParams) (store.ScheduleFireResult, error) {
-	var res store.ScheduleFireResult
 	sc, st, err := s.fireState(ctx, p)
-	if err != nil || st == nil {
-		if errors.Is(err, rota.ErrNotFound) || errors.Is(err, rota.ErrConflict) {
-			res.Err, err = err, nil
-		}
+	dec, res, ok, err := p.DecideOn(st, err)
+	if !ok {
 		return res, err
-	}
-	dec, err := p.Decide(*st)
-	if err != nil {
-		res.Err = err
-		return res, nil
 	}
 	now := store.Millis(p.Now)
 	state := dec.State

@@ -19,11 +19,7 @@ import (
 
 // TaskInsert implements store.Store.
 func (s *Store) TaskInsert(ctx context.Context, p store.TaskInsertParams) (store.TaskInsertResult, error) {
-	res, err := s.TaskInsertMany(ctx, []store.TaskInsertParams{p})
-	if err != nil {
-		return store.TaskInsertResult{}, err
-	}
-	return res[0], nil
+	return store.InsertOne(ctx, s.TaskInsertMany, p)
 }
 
 // TaskInsertMany implements store.Store. Without transactions, "all or
