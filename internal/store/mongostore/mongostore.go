@@ -21,14 +21,22 @@
 // change that must be atomic is a change of ONE document, made as a
 // compare-and-set on the document's version v (read, compute in Go with
 // the shared rules of package store, replace where _id and v still match;
-// retry when another writer won). Claims of one kind are serialized by a
-// short lock held in the kind's document (as PostgreSQL serializes them on
-// the kind's row): it guards the kind's running cap, rate bucket and the
-// position of the weighted round. Uniqueness (a task key, a schedule's
+// retry when another writer won; see replaceVersioned for FerretDB, whose
+// conditional writes are not atomic). Claims of one kind are serialized
+// by a short lock, a document of the cas collection (as PostgreSQL
+// serializes them on the kind's row): it guards the kind's running cap,
+// rate bucket and the position of the weighted round (kind_state).
+// Uniqueness (a task key, a schedule's
 // fire time) is an _id of its own collection. Changes that span documents
 // (a dependency's end reaching its dependents, TaskInsertMany) are
 // written in an order that a retry or the reaper can finish: see each
 // method.
+//
+// # Durability
+//
+// Unless the URL sets a write concern, writes are acknowledged once a
+// majority has them in its journal (w=majority, j=true): acknowledged
+// means durable, as on the other stores.
 //
 // # Wake-ups
 //
