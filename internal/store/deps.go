@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"fmt"
 	"slices"
 
@@ -69,13 +68,4 @@ func StartWithDeps(i int, ids []string, status map[string]rota.Status) (DepStart
 // dependency id ended with status s.
 func DepFailedMessage(id string, s rota.Status) string {
 	return fmt.Sprintf("%s: task %s ended %s", DependencyFailed, id, s)
-}
-
-// InsertOne is TaskInsert by a backend's TaskInsertMany: one item.
-func InsertOne(ctx context.Context, many func(context.Context, []TaskInsertParams) ([]TaskInsertResult, error), p TaskInsertParams) (TaskInsertResult, error) {
-	res, err := many(ctx, []TaskInsertParams{p})
-	if err != nil {
-		return TaskInsertResult{}, err
-	}
-	return res[0], nil
 }

@@ -19,7 +19,7 @@ import (
 
 // TaskInsert implements store.Store.
 func (s *Store) TaskInsert(ctx context.Context, p store.TaskInsertParams) (store.TaskInsertResult, error) {
-	return store.InsertOne(ctx, s.TaskInsertMany, p)
+	return store.InsertOne(ctx, p, s.TaskInsertMany)
 }
 
 // TaskInsertMany implements store.Store. Without transactions, "all or
