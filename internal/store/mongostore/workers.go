@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -200,20 +201,10 @@ func (s *Store) WorkerRunsActive(ctx context.Context, workerIDs []string) (map[s
 			if c := a.StartedAt.Compare(b.StartedAt); c != 0 {
 				return c
 			}
-			return compareStr(a.RunID, b.RunID)
+			return strings.Compare(a.RunID, b.RunID)
 		})
 	}
 	return out, nil
-}
-
-func compareStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // TaskPinnedWaiting implements store.Store.
