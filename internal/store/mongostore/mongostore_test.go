@@ -2,6 +2,7 @@ package mongostore_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -31,4 +32,12 @@ func TestConformance(t *testing.T) {
 
 func BenchmarkStore(b *testing.B) {
 	storetest.Benchmark(b, func(tb testing.TB) store.Store { return open(tb) })
+}
+
+// TestMain stops the embedded FerretDB (and removes its directory) once
+// the tests ran.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	mongotest.Stop()
+	os.Exit(code)
 }

@@ -2,6 +2,7 @@ package mongotest
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -25,4 +26,10 @@ func TestStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(u, out)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	Stop()
+	os.Exit(code)
 }
