@@ -22,6 +22,7 @@ type kindDoc struct {
 	MaxRunning int     `bson:"max_running"`
 	Rate       float64 `bson:"rate"`
 	Retention  int     `bson:"retention"`
+	Dispatch   string  `bson:"dispatch,omitempty"` // "" = rota.DispatchPull
 }
 
 // kindState is a kind's claim state, written only under its claim lock
@@ -34,8 +35,12 @@ type kindState struct {
 }
 
 func (k *kindDoc) kind() rota.Kind {
-	return rota.Kind{Name: k.Name, PriorityFactor: k.PF, Paused: k.Paused, MaxRunning: k.MaxRunning, Rate: k.Rate,
-		RetentionSeconds: k.Retention}
+	out := rota.Kind{Name: k.Name, PriorityFactor: k.PF, Paused: k.Paused, MaxRunning: k.MaxRunning, Rate: k.Rate,
+		RetentionSeconds: k.Retention, Dispatch: k.Dispatch}
+	if out.Dispatch == "" {
+		out.Dispatch = rota.DispatchPull
+	}
+	return out
 }
 
 // ensureKind creates the kind with default settings if unknown (once per
@@ -116,6 +121,9 @@ func (s *Store) KindUpsert(ctx context.Context, p store.KindUpsertParams) (*rota
 	}
 	if p.RetentionSeconds != nil {
 		set = append(set, bson.E{Key: "retention", Value: *p.RetentionSeconds})
+	}
+	if p.Dispatch != nil {
+		set = append(set, bson.E{Key: "dispatch", Value: *p.Dispatch})
 	}
 	if len(set) > 0 {
 		if _, err := s.kinds.UpdateOne(ctx, id(p.Name), bson.D{{Key: "$set", Value: set}}); err != nil {

@@ -26,6 +26,12 @@ type workerDoc struct {
 	WaitMS int64    `bson:"wait"`
 	Stop   bool     `bson:"stop"`
 	Dereg  bool     `bson:"dereg"`
+	// A push worker's registration (store.PushStore): it goes with the
+	// worker when the worker is pruned.
+	Push       bool   `bson:"push,omitempty"`
+	PushAddr   string `bson:"push_addr,omitempty"`
+	PushCap    int    `bson:"push_cap,omitempty"`
+	Registered int64  `bson:"registered,omitempty"`
 }
 
 func (w *workerDoc) worker(running int, now time.Time) rota.Worker {
