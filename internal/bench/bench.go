@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/rotahq/rota/internal/server"
+	"github.com/rotahq/rota/internal/store/mongostore"
 	"github.com/rotahq/rota/internal/store/mysqlstore"
 	"github.com/rotahq/rota/internal/store/redisstore"
 	"github.com/rotahq/rota/internal/store/storecost"
@@ -210,6 +211,8 @@ func (b *bench) startEmbedded(ctx context.Context) (url string, stop func(), err
 		scfg.Store = cfg.Store + sep + "prefix=" + prefix
 		undo = append(undo, func() { _ = redisstore.DropPrefix(context.WithoutCancel(ctx), cfg.Store, prefix) })
 		desc = "Redis store, key prefix " + prefix
+	case strings.HasPrefix(cfg.Store, "mongodb"):
+		desc = "MongoDB store " + mongostore.Redact(cfg.Store) + " (the database as it is: give an empty one)"
 	case cfg.Store != "":
 		scfg.PGSchema = fmt.Sprintf("rota_bench_%d", time.Now().UnixNano())
 		undo = append(undo, func() { dropSchema(context.WithoutCancel(ctx), cfg.Store, scfg.PGSchema) })

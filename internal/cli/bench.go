@@ -55,7 +55,7 @@ its peak RSS (sampled every 100 ms) come from its /metrics. It prints a Markdown
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
 	f.StringVar(&cfg.Server, "server", "", "URL of a running server to measure (default: start one in-process)")
 	f.BoolVar(&cfg.Relaxed, "relaxed", false, "in-process server with relaxed durability (no fsync per commit)")
-	f.StringVar(&cfg.Store, "store", "", "in-process server on this PostgreSQL URL (a fresh schema, dropped at the end), MySQL/MariaDB URL (its database as it is) or Redis URL (redis://host:6379/N: a fresh key prefix, deleted at the end) instead of an embedded store")
+	f.StringVar(&cfg.Store, "store", "", "in-process server on this PostgreSQL URL (a fresh schema, dropped at the end), MySQL/MariaDB or MongoDB URL (its database as it is) or Redis URL (redis://host:6379/N: a fresh key prefix, deleted at the end) instead of an embedded store")
 	f.IntVar(&cfg.Runs, "runs", 3, "runs of each scenario; figures are medians")
 	f.StringSliceVar(&cfg.Scenarios, "scenario", nil, "scenarios to run: submit, e2e, latency, delayed (default all)")
 	f.IntVar(&cfg.Clients, "clients", 32, "concurrent submitting clients")

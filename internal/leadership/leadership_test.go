@@ -18,6 +18,8 @@ import (
 
 	"github.com/rotahq/rota/internal/clock"
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/mongostore"
+	"github.com/rotahq/rota/internal/store/mongostore/mongotest"
 	"github.com/rotahq/rota/internal/store/mysqlstore"
 	"github.com/rotahq/rota/internal/store/mysqlstore/mysqltest"
 	"github.com/rotahq/rota/internal/store/pgstore"
@@ -28,7 +30,16 @@ import (
 // TestMain fails the package if a test leaves a goroutine behind: the
 // election loop must end at Stop or when its context ends.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(stopMongo{m})
+}
+
+// stopMongo stops the test MongoDB server (an embedded FerretDB) once the
+// tests ran, before the leak check.
+type stopMongo struct{ m *testing.M }
+
+func (s stopMongo) Run() int {
+	defer mongotest.Stop()
+	return s.m.Run()
 }
 
 const ttl = 8 * time.Second // tick 2 s: Leading holds until 4 s after a round
@@ -49,6 +60,7 @@ func backends(t *testing.T) map[string]func(t *testing.T) store.Store {
 		"postgres": openPostgres,
 		"mysql":    openMySQL,
 		"redis":    func(t *testing.T) store.Store { return redistest.Open(t) },
+		"mongodb":  openMongo,
 	}
 }
 
@@ -99,6 +111,21 @@ func openPostgres(t *testing.T) store.Store {
 		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
 			t.Errorf("drop schema %s: %v", schema, err)
 		}
+	})
+	return st
+}
+
+// openMongo opens a store in a database of its own (ROTA_TEST_MONGODB, or
+// an embedded FerretDB), dropped at the end.
+func openMongo(t *testing.T) store.Store {
+	t.Helper()
+	st, err := mongostore.New(context.Background(), mongostore.Config{URL: mongotest.DB(t), NodeID: "test"})
+	if err != nil {
+		t.Fatalf("MongoDB: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = st.Drop(context.Background())
+		st.Close()
 	})
 	return st
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/rotahq/rota/internal/metrics"
 	"github.com/rotahq/rota/internal/netguard"
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/mongostore"
 	"github.com/rotahq/rota/internal/store/mysqlstore"
 	"github.com/rotahq/rota/internal/store/pgstore"
 	"github.com/rotahq/rota/internal/store/redisstore"
@@ -430,8 +431,10 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 		return mysqlstore.New(ctx, mysqlstore.Config{URL: cfg.Store, NodeID: cfg.NodeID, Logger: cfg.Logger, Cost: cfg.Cost})
 	case strings.HasPrefix(cfg.Store, "redis://"), strings.HasPrefix(cfg.Store, "rediss://"):
 		return redisstore.New(ctx, redisstore.Config{URL: cfg.Store, NodeID: cfg.NodeID, Logger: cfg.Logger, Cost: cfg.Cost})
+	case strings.HasPrefix(cfg.Store, "mongodb://"), strings.HasPrefix(cfg.Store, "mongodb+srv://"):
+		return mongostore.New(ctx, mongostore.Config{URL: cfg.Store, NodeID: cfg.NodeID, Logger: cfg.Logger, Cost: cfg.Cost})
 	}
-	return nil, fmt.Errorf("unknown store %q: use sqlite, sqlite:PATH, a postgres://, a mysql:// (mariadb://) or a redis:// (rediss://) URL", cfg.Store)
+	return nil, fmt.Errorf("unknown store %q: use sqlite, sqlite:PATH, a postgres://, mysql:// (mariadb://), redis:// (rediss://) or mongodb:// URL", cfg.Store)
 }
 
 // Start binds the listen address (failing at once if it is taken), starts

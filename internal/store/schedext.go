@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -283,4 +284,23 @@ func NewScheduleRun(id string, in *ScheduleRunInsert, now int64) rota.ScheduleRu
 		r.Status, r.Held, r.EndTime = rota.StatusSkipped, false, FromMillis(max(now, Millis(in.FireTime)))
 	}
 	return r
+}
+
+// DecideOn runs p.Decide on the live state a backend read for item p (readErr:
+// the error of that read). ok is false when the item ends there: its
+// result's Err holds a conflict, a missing schedule or Decide's error (err
+// nil), or err is a store error that fails the whole call.
+func (p *ScheduleFireParams) DecideOn(st *ScheduleRunState, readErr error) (dec ScheduleDecision, res ScheduleFireResult, ok bool, err error) {
+	if readErr != nil || st == nil {
+		if errors.Is(readErr, rota.ErrNotFound) || errors.Is(readErr, rota.ErrConflict) {
+			res.Err, readErr = readErr, nil
+		}
+		return dec, res, false, readErr
+	}
+	dec, err = p.Decide(*st)
+	if err != nil {
+		res.Err = err
+		return dec, res, false, nil
+	}
+	return dec, res, true, nil
 }
