@@ -82,7 +82,7 @@ func (s *Store) claimKind(ctx context.Context, p store.TaskClaimParams, kind str
 		return nil, 0, nil
 	}
 	for _, t := range picked {
-		run, ok, err := s.startRun(ctx, p, t, now)
+		run, ok, err := s.startRunFresh(ctx, p, t, now)
 		if err != nil {
 			return runs, 0, err
 		}
@@ -192,6 +192,42 @@ func holds(t *taskDoc, worker string) bool {
 		}
 	}
 	return false
+}
+
+// maxClaimRereads bounds the re-reads of a task whose compare-and-set a
+// claim lost.
+const maxClaimRereads = 8
+
+// startRunFresh is startRun, reading t again when another writer (a
+// report or heartbeat of its other runs: they do not take the kind's
+// lock) changed it since the claim read it, for as long as it is still
+// claimable by p's worker: a lost compare-and-set must not send a claim
+// back empty while its task waits for a worker (a multi-worker task's
+// next run, say).
+func (s *Store) startRunFresh(ctx context.Context, p store.TaskClaimParams, t *taskDoc, now int64) (rota.ClaimedRun, bool, error) {
+	for i := 0; ; i++ {
+		run, ok, err := s.startRun(ctx, p, t, now)
+		if ok || err != nil || i == maxClaimRereads {
+			return run, ok, err
+		}
+		fresh, found, err := s.getTask(ctx, bson.D{{Key: "_id", Value: t.ID}})
+		if err != nil || !found || !claimableBy(fresh, p, now) {
+			return rota.ClaimedRun{}, false, err
+		}
+		t = fresh
+	}
+}
+
+// claimableBy reports whether a claim of p's worker at now may start a
+// run of t: what candidates asks of the tasks it reads.
+func claimableBy(t *taskDoc, p store.TaskClaimParams, now int64) bool {
+	switch {
+	case !t.Avail || t.RunAt > now || holds(t, p.WorkerID):
+		return false
+	case p.PinnedOnly || t.Pinned:
+		return slices.Contains(t.WorkerIDs, p.WorkerID)
+	}
+	return true
 }
 
 // startRun starts a run of t (as the claim read it) for p's worker: one
