@@ -46,16 +46,7 @@ func (s *Store) WorkerRegister(ctx context.Context, p store.WorkerRegisterParams
 
 // PushWorkerList implements store.PushStore.
 func (s *Store) PushWorkerList(ctx context.Context) ([]store.PushWorker, error) {
-	docs, err := findAll[workerDoc](ctx, s.workers, bson.D{{Key: "push", Value: true}}, "push workers",
-		options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, len(docs))
-	for i := range docs {
-		ids[i] = docs[i].ID
-	}
-	running, err := s.runningBy(ctx, ids)
+	docs, running, err := s.findWorkers(ctx, bson.D{{Key: "push", Value: true}}, "push workers")
 	if err != nil {
 		return nil, err
 	}

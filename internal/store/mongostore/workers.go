@@ -94,17 +94,28 @@ func (s *Store) runningBy(ctx context.Context, ids []string) (map[string]int, er
 	return out, nil
 }
 
-// workers reads the workers matching f, by id, with their running runs.
-func (s *Store) listWorkers(ctx context.Context, f bson.D, now time.Time) ([]rota.Worker, error) {
-	docs, err := findAll[workerDoc](ctx, s.workers, f, "workers", options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+// findWorkers reads the worker documents matching f, by id, with the
+// count of each one's running runs (by worker id); what names the read in
+// errors.
+func (s *Store) findWorkers(ctx context.Context, f bson.D, what string) ([]workerDoc, map[string]int, error) {
+	docs, err := findAll[workerDoc](ctx, s.workers, f, what, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ids := make([]string, len(docs))
 	for i := range docs {
 		ids[i] = docs[i].ID
 	}
 	running, err := s.runningBy(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	return docs, running, nil
+}
+
+// listWorkers reads the workers matching f, by id, with their running runs.
+func (s *Store) listWorkers(ctx context.Context, f bson.D, now time.Time) ([]rota.Worker, error) {
+	docs, running, err := s.findWorkers(ctx, f, "workers")
 	if err != nil {
 		return nil, err
 	}
