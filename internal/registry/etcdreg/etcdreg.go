@@ -102,8 +102,9 @@ type Registry struct {
 	ttl    int64 // lease seconds
 	log    *slog.Logger
 
-	mu    sync.Mutex
-	lease clientv3.LeaseID // this node's lease; 0 until granted or after it ended
+	mu      sync.Mutex
+	lease   clientv3.LeaseID // this node's lease; 0 until granted or after it ended
+	renewed time.Time        // when lease was last granted or renewed
 }
 
 // Open connects to etcd and checks that it answers within DialTimeout.
@@ -161,13 +162,20 @@ func (r *Registry) Wrap(st store.Store) store.Store {
 }
 
 // liveLease returns this node's lease, renewed (one KeepAliveOnce) or
-// granted anew when it ended (etcd unreachable for a whole TTL).
+// granted anew when it ended (etcd unreachable for a whole TTL). A lease
+// renewed less than a quarter of its TTL ago is returned as it is: an
+// election round calls NodeHeartbeat and LeaderAttemptElect back to back,
+// and one renewal serves both.
 func (r *Registry) liveLease(ctx context.Context) (clientv3.LeaseID, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.lease != 0 && time.Since(r.renewed) < time.Duration(r.ttl)*time.Second/4 {
+		return r.lease, nil
+	}
 	if r.lease != 0 {
 		_, err := r.cli.KeepAliveOnce(ctx, r.lease)
 		if err == nil {
+			r.renewed = time.Now()
 			return r.lease, nil
 		}
 		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -180,7 +188,7 @@ func (r *Registry) liveLease(ctx context.Context) (clientv3.LeaseID, error) {
 	if err != nil {
 		return 0, fmt.Errorf("etcdreg: grant lease: %w", err)
 	}
-	r.lease = g.ID
+	r.lease, r.renewed = g.ID, time.Now()
 	return g.ID, nil
 }
 
