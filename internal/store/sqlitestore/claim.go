@@ -182,7 +182,8 @@ func startRuns(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind strin
 
 // claimRows starts the runs of single-worker tasks in their rows: runs
 // maps task ids to their new run ids. The attempt, lease and deadline are
-// computed as store.ClaimCandidate.Start does, from the row.
+// computed as store.ClaimCandidate.Start does, from the row. OR FAIL: see
+// noStatementJournal.
 func claimRows(ctx context.Context, tx *wtx, p store.TaskClaimParams, runs map[string]string, retries bool, now int64) error {
 	j, err := json.Marshal(runs)
 	if err != nil {
@@ -197,7 +198,7 @@ func claimRows(ctx context.Context, tx *wtx, p store.TaskClaimParams, runs map[s
 			return fmt.Errorf("sqlitestore: keep the previous runs: %w", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'RUNNING', attempt = attempt + 1, running = running + 1,
+	if _, err := tx.ExecContext(ctx, `UPDATE OR FAIL tasks SET status = 'RUNNING', attempt = attempt + 1, running = running + 1,
 		avail = (running + 1 + successes < workers), start_time = CASE WHEN start_time = 0 THEN ?1 ELSE start_time END,
 		worker_address = ?2, updated_at = ?1, run_id = j.value, run_worker = ?3, run_status = 'RUNNING', run_start = ?1,
 		run_end = 0, run_lease = ?1 + hb_timeout_s * 1000, run_deadline = CASE WHEN timeout_s > 0 THEN ?1 + timeout_s * 1000 ELSE 0 END,

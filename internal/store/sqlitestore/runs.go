@@ -188,8 +188,9 @@ func completeInRow(ctx context.Context, tx *wtx, p store.RunCompleteParams, now 
 	if len(st.Result) > 0 {
 		result = string(st.Result)
 	}
-	// Failures and run_at are kept: a success changes neither.
-	rep, err := scanRowRun(tx.QueryRowContext(ctx, `UPDATE tasks SET status = ?1, done = ?2, avail = ?3, successes = ?4,
+	// Failures and run_at are kept: a success changes neither. OR FAIL:
+	// see noStatementJournal.
+	rep, err := scanRowRun(tx.QueryRowContext(ctx, `UPDATE OR FAIL tasks SET status = ?1, done = ?2, avail = ?3, successes = ?4,
 		running = 0, end_time = ?5, message = ?6, result = coalesce(?7, result), updated_at = ?8,
 		run_status = ?9, run_end = ?8, run_lease = 0, run_message = ?10
 		WHERE run_id = ?11 AND run_worker = ?12 AND run_status = 'RUNNING' AND run_stop = 0 AND workers = 1

@@ -152,12 +152,13 @@ func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams)
 // statement texts (one per row count), each prepared once.
 const maxInsertRows = 32
 
-// insertQueries[n] is the INSERT of n tasks' rows (n ≥ 1).
+// insertQueries[n] is the INSERT of n tasks' rows (n ≥ 1); OR FAIL: see
+// noStatementJournal.
 var insertQueries = func() []string {
 	qs := make([]string, maxInsertRows+1)
 	row := `(?, ?, ?, ?, ?, 'SCHEDULED', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	for n := 1; n <= maxInsertRows; n++ {
-		qs[n] = `INSERT INTO tasks (id, kind, level, payload, key, status, max_retries, workers, worker_ids, pinned,
+		qs[n] = `INSERT OR FAIL INTO tasks (id, kind, level, payload, key, status, max_retries, workers, worker_ids, pinned,
 			timeout_s, hb_timeout_s, created_at, run_at, schedule_id, fire_time, updated_at) VALUES ` +
 			strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
 	}
