@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -142,12 +143,21 @@ func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (s
 
 // RunComplete implements store.Store. The task it returns is read in the
 // writer's transaction, from the row the report just settled: a task
-// whose only run is the one in its row needs no further statement.
+// whose only run is the one in its row needs no further statement. A
+// success report queued with others is settled with them in one
+// statement (completeRows); any other goes through completeInRow.
 func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*rota.Task, error) {
 	var out *rota.Task
-	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
+	o := &op{}
+	if p.Success && !p.Release {
+		o.report = &groupReport{p: p}
+	}
+	o.fn = func(ctx context.Context, tx *wtx) error {
 		now := ms(p.Now)
-		rep, err := completeInRow(ctx, tx, p, now)
+		rep, err := o.report.take(tx)
+		if !o.report.tried() {
+			rep, err = completeInRow(ctx, tx, p, now)
+		}
 		if err != nil {
 			return err
 		}
@@ -164,11 +174,103 @@ func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*ro
 		}
 		out, err = reportedTask(ctx, tx, rep)
 		return err
-	})
-	if err != nil {
+	}
+	if err := s.writeOp(ctx, o); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// completeSet is completeInRow's UPDATE for many reports at once: the
+// settled values of each report come from the JSON array ?1 (one array
+// per report: run id, worker, now, task status, done, avail, successes,
+// end time, message, result, run status, run message).
+const completeSet = `UPDATE OR FAIL tasks SET status = j.r_status, done = j.r_done, avail = j.r_avail, successes = j.r_successes,
+		running = 0, end_time = j.r_end_time, message = j.r_msg, result = coalesce(j.r_result, result), updated_at = j.r_now,
+		run_status = j.r_run_status, run_end = j.r_now, run_lease = 0, run_message = j.r_run_msg
+	FROM (SELECT value ->> 0 AS r_run, value ->> 1 AS r_worker, value ->> 2 AS r_now, value ->> 3 AS r_status,
+			value ->> 4 AS r_done, value ->> 5 AS r_avail, value ->> 6 AS r_successes, value ->> 7 AS r_end_time,
+			value ->> 8 AS r_msg, value ->> 9 AS r_result, value ->> 10 AS r_run_status, value ->> 11 AS r_run_msg
+		FROM json_each(?1)) AS j
+	WHERE tasks.run_id = j.r_run AND run_worker = j.r_worker AND run_status = 'RUNNING' AND run_stop = 0 AND workers = 1
+		AND running = 1 AND successes = 0 AND done = 0 AND stop_requested = 0
+		AND run_lease > j.r_now AND (run_deadline = 0 OR run_deadline > j.r_now)
+	RETURNING ` + taskCols + `, ` + rowRunCols
+
+// groupReport is a success report that the writer may settle together
+// with the others of its group commit (completeRows).
+type groupReport struct {
+	p   store.RunCompleteParams
+	set bool    // completeRows ran for it in this transaction
+	rep *report // what it settled (nil: the report did not match)
+}
+
+// tried reports whether completeRows already tried the report in this
+// transaction (nil: it is not a grouped report).
+func (g *groupReport) tried() bool { return g != nil && g.set }
+
+// take returns what completeRows settled for the report and forgets it,
+// so that a group run again (with savepoints) runs the report alone. A
+// settled report marks the operation dirty: it wrote.
+func (g *groupReport) take(tx *wtx) (*report, error) {
+	if g == nil || !g.set {
+		return nil, nil
+	}
+	rep := g.rep
+	g.rep = nil
+	if rep != nil {
+		tx.dirty = true
+	}
+	return rep, nil
+}
+
+// completeArgs is the JSON array of a report in completeSet, settled as
+// completeInRow settles it.
+func completeArgs(p store.RunCompleteParams) []any {
+	status, run := store.ReportSettle(p, false)
+	st := store.Settle(store.SettleTask{Workers: 1}, run) // successes 0, no other run
+	var result any
+	if len(st.Result) > 0 {
+		result = string(st.Result)
+	}
+	return []any{p.RunID, p.WorkerID, ms(p.Now), string(st.Status), boolInt(st.Done), boolInt(st.Avail), st.Successes,
+		ms(st.EndTime), st.Message, result, string(status), p.Message}
+}
+
+// completeRows settles the success reports of reps in one UPDATE (they
+// name distinct runs): what each settled is kept for its operation,
+// which then only reads. A report the UPDATE did not match (any other
+// state than completeInRow's) takes the general path in its operation.
+func completeRows(ctx context.Context, tx *wtx, reps []*groupReport) error {
+	items := make([][]any, len(reps))
+	byRun := make(map[string]*groupReport, len(reps))
+	for i, g := range reps {
+		items[i] = completeArgs(g.p)
+		g.set, g.rep = true, nil
+		byRun[g.p.RunID] = g
+	}
+	j, err := json.Marshal(items)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: encode reports: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, completeSet, string(j))
+	if err != nil {
+		return fmt.Errorf("sqlitestore: complete runs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		rep, err := scanRowRun(rows)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: complete runs: %w", err)
+		}
+		if g := byRun[rep.run.ID]; g != nil {
+			g.rep = rep
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sqlitestore: complete runs: %w", err)
+	}
+	return nil
 }
 
 // completeInRow settles, in one UPDATE … RETURNING, the common report: a

@@ -82,6 +82,10 @@ var _ store.Store = (*Store)(nil)
 type op struct {
 	fn   func(ctx context.Context, tx *wtx) error
 	errc chan error
+	// report, when set, is a success report that the writer settles in
+	// one statement with the reports next to it in the group (see
+	// completeRows) before fn runs.
+	report *groupReport
 }
 
 // keepError marks an operation error whose changes must still be committed
@@ -214,7 +218,12 @@ func migrate(ctx context.Context, db *sql.DB) error {
 // write runs fn in the writer's next group commit and returns once that
 // commit is durable (or failed).
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx *wtx) error) error {
-	o := &op{fn: fn, errc: make(chan error, 1)}
+	return s.writeOp(ctx, &op{fn: fn})
+}
+
+// writeOp is write for an operation built by the caller.
+func (s *Store) writeOp(ctx context.Context, o *op) error {
+	o.errc = make(chan error, 1)
 	select {
 	case s.ops <- o:
 	case <-s.quit:
@@ -298,7 +307,22 @@ func (s *Store) apply(ctx context.Context, batch []*op, savepoints bool) (errs [
 		return fail(fmt.Errorf("sqlitestore: begin: %w", err))
 	}
 	w := &wtx{tx: tx, cache: s.wc, kinds: &s.kinds}
+	for _, o := range batch {
+		if o.report != nil {
+			o.report.set, o.report.rep = false, nil
+		}
+	}
 	for i, o := range batch {
+		if reps := groupReports(batch[i:]); !savepoints && len(reps) > 1 && !o.report.set {
+			if err := completeRows(ctx, w, reps); err != nil {
+				// Not the outcome of one report: run them alone.
+				tx.Rollback()
+				if len(batch) == 1 {
+					return fail(err)
+				}
+				return nil, true
+			}
+		}
 		if errs[i], err = w.run(ctx, o, savepoints); err != nil {
 			tx.Rollback()
 			return fail(err)
@@ -320,6 +344,25 @@ func (s *Store) apply(ctx context.Context, batch []*op, savepoints bool) (errs [
 		return fail(fmt.Errorf("sqlitestore: commit: %w", err))
 	}
 	return errs, false
+}
+
+// groupReports returns the grouped success reports at the start of ops,
+// up to the first other operation or the second report of a run; none
+// when the first is already settled.
+func groupReports(ops []*op) []*groupReport {
+	var out []*groupReport
+	if len(ops) == 0 || ops[0].report == nil || ops[0].report.set {
+		return nil
+	}
+	seen := make(map[string]bool)
+	for _, o := range ops {
+		if o.report == nil || seen[o.report.p.RunID] {
+			break
+		}
+		seen[o.report.p.RunID] = true
+		out = append(out, o.report)
+	}
+	return out
 }
 
 // run runs one operation of a batch, inside a savepoint of its own when
