@@ -121,7 +121,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Relaxed {
 		sync = "NORMAL"
 	}
-	pragmas := []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(" + sync + ")", "foreign_keys(0)", "recursive_triggers(1)"}
+	// temp_store(2): statement journals and temporary b-trees in memory,
+	// not in temporary files (a pwrite each page; see noStatementJournal).
+	pragmas := []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(" + sync + ")", "foreign_keys(0)", "recursive_triggers(1)",
+		"temp_store(2)"}
 	dsn := func(extra ...string) string {
 		q := url.Values{}
 		for _, p := range append(pragmas, extra...) {
