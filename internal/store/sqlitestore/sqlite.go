@@ -316,7 +316,7 @@ func (s *Store) apply(ctx context.Context, batch []*op, savepoints bool) (errs [
 		}
 	}
 	for i, o := range batch {
-		if reps := groupReports(batch[i:]); !savepoints && len(reps) > 1 && !o.report.set {
+		if reps := groupReports(batch[i:], savepoints); len(reps) > 1 {
 			if err := completeRows(ctx, w, reps); err != nil {
 				// Not the outcome of one report: run them alone.
 				tx.Rollback()
@@ -351,10 +351,11 @@ func (s *Store) apply(ctx context.Context, batch []*op, savepoints bool) (errs [
 
 // groupReports returns the grouped success reports at the start of ops,
 // up to the first other operation or the second report of a run; none
-// when the first is already settled.
-func groupReports(ops []*op) []*groupReport {
+// when the first is already settled, or with savepoints (a group run
+// again runs each operation alone).
+func groupReports(ops []*op, savepoints bool) []*groupReport {
 	var out []*groupReport
-	if len(ops) == 0 || ops[0].report == nil || ops[0].report.set {
+	if savepoints || len(ops) == 0 || ops[0].report == nil || ops[0].report.set {
 		return nil
 	}
 	seen := make(map[string]bool)

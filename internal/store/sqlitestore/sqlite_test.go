@@ -207,3 +207,56 @@ func TestGroupIsolatesFailedOp(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupedReportsRunAgainAlone queues, in one group commit, success
+// reports (settled together in one statement), a report by the wrong
+// worker (refused, in the middle of them) and a batch insert that fails
+// after it wrote: the group is rolled back and run again with a savepoint
+// per operation, each report alone, and every report ends as it would
+// have alone.
+func TestGroupedReportsRunAgainAlone(t *testing.T) {
+	t.Parallel()
+	st := open(t).(*sqlitestore.Store)
+	f := storetest.NewFixture(t, st)
+	now := f.At(0)
+	const n = 6
+	for range n {
+		f.InsertNew("k", now)
+	}
+	runs := f.Claim("w1", now, n, "k").Runs
+	if len(runs) != n {
+		t.Fatalf("claimed %d runs; want %d", len(runs), n)
+	}
+	bad := []store.TaskInsertParams{f.Params("k", now), f.Params("k", now)}
+	bad[1].DependsOn = []string{f.NewTaskID(now)}
+	const refused = n / 2
+	together(t, st, n+1, func(i int) error {
+		switch {
+		case i == n:
+			if _, err := st.TaskInsertMany(f.Ctx(), bad); !errors.Is(err, rota.ErrInvalid) {
+				return fmt.Errorf("insert with a missing dependency: %v; want invalid", err)
+			}
+			return nil
+		case i == refused:
+			p := store.RunCompleteParams{RunID: runs[i].RunID, WorkerID: "w2", Success: true, Now: now}
+			if _, err := st.RunComplete(f.Ctx(), p); !errors.Is(err, rota.ErrLeaseLost) {
+				return fmt.Errorf("report by another worker: %v; want lease lost", err)
+			}
+			return nil
+		}
+		task, err := st.RunComplete(f.Ctx(), store.RunCompleteParams{RunID: runs[i].RunID, WorkerID: "w1", Success: true, Now: now})
+		if err == nil && (task.Status != rota.StatusSuccess || len(task.Runs) != 1 || task.Runs[0].Status != rota.StatusSuccess) {
+			return fmt.Errorf("reported task %s is %s with runs %+v; want SUCCESS, one run SUCCESS", task.ID, task.Status, task.Runs)
+		}
+		return err
+	})
+	for i, r := range runs {
+		want := rota.StatusSuccess
+		if i == refused {
+			want = rota.StatusRunning
+		}
+		if got := f.Get(r.TaskID).Status; got != want {
+			t.Errorf("task %d: %s; want %s", i, got, want)
+		}
+	}
+}
