@@ -81,6 +81,19 @@ const seenGrain = 1000 // ms
 // *stop. The row is written only when it is new or something changes
 // beyond seenGrain; a worker asked to stop is always written, so the flag
 // read is the latest (RETURNING), else the statement's snapshot's.
+//
+// The same statement makes the claim's transaction commit asynchronously
+// (synchronous_commit off for it): the claim's answer does not wait for
+// its WAL flush, which was one fsync on the path from a submit to its
+// start (enqueue→start at 500/s) and a stall of every claim behind a slow
+// flush. Nothing acknowledged is at stake: a claim hands out a lease,
+// not an acknowledgement; the flush of any later synchronous commit
+// (the run's heartbeat or report, any submit) covers the claim's WAL
+// first, so a durable report never follows a lost claim; and if the
+// database server crashes within the WAL writer's delay, the claim is
+// lost as a lapsed lease is: the task is claimable again, and the
+// worker's run is refused at its next heartbeat or report (fencing by
+// run id).
 func queueSeeWorker(t *txn, p store.TaskClaimParams, now int64, stop *bool) {
 	t.queue(`WITH up AS (
 			INSERT INTO workers (id, address, kinds, first_seen, last_seen, last_wait_ms)
@@ -96,7 +109,8 @@ func queueSeeWorker(t *txn, p store.TaskClaimParams, now int64, stop *bool) {
 				OR workers.deregistered OR workers.stop_requested OR NOT (workers.kinds @> excluded.kinds)
 			RETURNING stop_requested
 		)
-		SELECT COALESCE((SELECT stop_requested FROM up), (SELECT stop_requested FROM workers WHERE id = $1), false)`,
+		SELECT COALESCE((SELECT stop_requested FROM up), (SELECT stop_requested FROM workers WHERE id = $1), false)
+			FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async`,
 		p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds()).
 		QueryRow(func(row pgx.Row) error { return row.Scan(stop) })
 }
@@ -104,6 +118,9 @@ func queueSeeWorker(t *txn, p store.TaskClaimParams, now int64, stop *bool) {
 // candidate is a task a claim picked and locked.
 type candidate struct {
 	slot int64 // in the weighted round (round_slot)
+	// logs: its claim writes run_log (a multi-worker task's run, or the
+	// run its row holds, which the new one replaces).
+	logs bool
 	store.ClaimCandidate
 }
 
@@ -175,7 +192,7 @@ func lockAndPick(ctx context.Context, t *txn, p store.TaskClaimParams, kind stri
 		for rows.Next() {
 			var c candidate
 			if err := rows.Scan(&c.slot, &c.ID, &c.Payload, &c.Level, &c.Attempt, &c.TimeoutSeconds,
-				&c.HeartbeatTimeoutSeconds, &c.RunAt, &c.ScheduleID, &c.FireTime); err != nil {
+				&c.HeartbeatTimeoutSeconds, &c.RunAt, &c.ScheduleID, &c.FireTime, &c.logs); err != nil {
 				return err
 			}
 			picked = append(picked, c)
@@ -210,7 +227,14 @@ func startRuns(t *txn, p store.TaskClaimParams, kind string, picked []candidate,
 	// run it replaces (a retry's previous attempt, as the statement's
 	// snapshot sees it) goes to the history, run_log. A multi-worker
 	// task's run is inserted into run_log.
-	t.queue(startRunsSQL,
+	sql := startRunsLeanSQL
+	for _, c := range picked {
+		if c.logs {
+			sql = startRunsSQL
+			break
+		}
+	}
+	t.queue(sql,
 		taskIDs, runIDs, attempts, leases, deadlines, now, p.WorkerAddress, kind, p.WorkerID,
 		nextRoundPos(f, picked[n-1].slot), n)
 	return out
@@ -223,27 +247,11 @@ func startRuns(t *txn, p store.TaskClaimParams, kind string, picked []candidate,
 // (LIMIT 1 keeps each lookup a lookup: joined, a plan could scan tasks_run
 // for the tasks that have a run, which grow with the history).
 const startRunsSQL = `WITH p AS (
-			SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[])
-				AS p(task_id, run_id, attempt, lease, deadline)
+			` + startRunsParams + `
 		), upd AS (
-			UPDATE tasks SET status = 'RUNNING', attempt = p.attempt, running = running + 1,
-				avail = running + 1 + successes < workers, holders = array_append(holders, $9),
-				start_time = CASE WHEN start_time = 0 THEN $6 ELSE start_time END,
-				worker_address = $7, updated_at = $6,
-				run_id = CASE WHEN workers = 1 THEN p.run_id ELSE tasks.run_id END,
-				run_worker = CASE WHEN workers = 1 THEN $9 ELSE run_worker END,
-				run_status = CASE WHEN workers = 1 THEN 'RUNNING' ELSE run_status END,
-				run_start = CASE WHEN workers = 1 THEN $6 ELSE run_start END,
-				run_end = CASE WHEN workers = 1 THEN 0 ELSE run_end END,
-				run_lease = CASE WHEN workers = 1 THEN p.lease ELSE run_lease END,
-				run_deadline = CASE WHEN workers = 1 THEN p.deadline ELSE run_deadline END,
-				run_stop = CASE WHEN workers = 1 THEN false ELSE run_stop END,
-				run_message = CASE WHEN workers = 1 THEN '' ELSE run_message END
-			FROM p WHERE tasks.id = p.task_id
+			` + startRunsUpdate + `
 		), k AS (
-			UPDATE kinds SET round_pos = $10, rate_at = $6,
-				rate_tokens = CASE WHEN rate > 0 THEN rate_refill(rate, rate_tokens, rate_at, $6) - $11 ELSE rate_tokens END
-			WHERE name = $8
+			` + startRunsRound + `
 		)
 		INSERT INTO run_log (id, task_id, kind, worker_id, worker_address, attempt, status, start_time, end_time,
 			lease_expires_at, deadline, expires_at, stop_requested, message)
@@ -256,6 +264,41 @@ const startRunsSQL = `WITH p AS (
 			CASE WHEN p.deadline <> 0 AND p.deadline < p.lease THEN p.deadline ELSE p.lease END, false, ''
 		FROM p CROSS JOIN LATERAL (SELECT workers FROM tasks WHERE id = p.task_id LIMIT 1) AS t
 		WHERE t.workers <> 1`
+
+// startRunsLeanSQL is startRunsSQL when no picked task writes run_log
+// (the common case: single-worker tasks on their first attempt): the
+// same parameters and effect without the insert's two primary-key
+// lookups per task, which find nothing to write then.
+const startRunsLeanSQL = `WITH p AS (
+			` + startRunsParams + `
+		), k AS (
+			` + startRunsRound + `
+		)
+		` + startRunsUpdate
+
+// The parts of startRunsSQL and startRunsLeanSQL: the parameters as rows,
+// the tasks' update, the kind's new round position and rate bucket.
+const (
+	startRunsParams = `SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[])
+				AS p(task_id, run_id, attempt, lease, deadline)`
+	startRunsUpdate = `UPDATE tasks SET status = 'RUNNING', attempt = p.attempt, running = running + 1,
+				avail = running + 1 + successes < workers, holders = array_append(holders, $9),
+				start_time = CASE WHEN start_time = 0 THEN $6 ELSE start_time END,
+				worker_address = $7, updated_at = $6,
+				run_id = CASE WHEN workers = 1 THEN p.run_id ELSE tasks.run_id END,
+				run_worker = CASE WHEN workers = 1 THEN $9 ELSE run_worker END,
+				run_status = CASE WHEN workers = 1 THEN 'RUNNING' ELSE run_status END,
+				run_start = CASE WHEN workers = 1 THEN $6 ELSE run_start END,
+				run_end = CASE WHEN workers = 1 THEN 0 ELSE run_end END,
+				run_lease = CASE WHEN workers = 1 THEN p.lease ELSE run_lease END,
+				run_deadline = CASE WHEN workers = 1 THEN p.deadline ELSE run_deadline END,
+				run_stop = CASE WHEN workers = 1 THEN false ELSE run_stop END,
+				run_message = CASE WHEN workers = 1 THEN '' ELSE run_message END
+			FROM p WHERE tasks.id = p.task_id`
+	startRunsRound = `UPDATE kinds SET round_pos = $10, rate_at = $6,
+				rate_tokens = CASE WHEN rate > 0 THEN rate_refill(rate, rate_tokens, rate_at, $6) - $11 ELSE rate_tokens END
+			WHERE name = $8`
+)
 
 // rateLimited is claimKind's answer when the kind's rate bucket holds less
 // than a token: the instant the next one is due if the worker could claim
@@ -363,7 +406,8 @@ func pickSQL(pinnedOnly bool) string {
 			FROM ranked r CROSS JOIN k WHERE r.i < k.n
 			ORDER BY slot LIMIT (SELECT n FROM k)
 		)
-		SELECT p.slot, t.id, t.payload, t.level, t.attempt, t.timeout_s, t.hb_timeout_s, t.run_at, t.schedule_id, t.fire_time
+		SELECT p.slot, t.id, t.payload, t.level, t.attempt, t.timeout_s, t.hb_timeout_s, t.run_at, t.schedule_id, t.fire_time,
+			t.workers <> 1 OR t.run_id IS NOT NULL
 		FROM tasks t JOIN picked p ON p.id = t.id
 		WHERE t.avail AND t.run_at <= $2 AND $3 <> ALL (t.holders)
 			AND ` + mine + `
