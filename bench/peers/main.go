@@ -122,11 +122,24 @@ func scenarioTasks(p params, scenario string) int {
 // pgCPUPer1000 is the CPU seconds the system's PostgreSQL backends spent
 // per 1,000 tasks of the run (0 when the scenario has no task count).
 func pgCPUPer1000(p params, scenario string, u usage) float64 {
+	return cpuPer1000(p, scenario, u.PGCPU)
+}
+
+// procCPUPer1000 is the CPU seconds of the system's process per 1,000
+// tasks of the run: the rota server's, or the whole River child's (its
+// load and workers included).
+func procCPUPer1000(p params, scenario string, u usage) float64 {
+	return cpuPer1000(p, scenario, u.ProcCPU)
+}
+
+// cpuPer1000 is secs CPU seconds per 1,000 tasks of the run (0 when the
+// scenario has no task count).
+func cpuPer1000(p params, scenario string, secs float64) float64 {
 	n := scenarioTasks(p, scenario)
 	if n <= 0 {
 		return 0
 	}
-	return u.PGCPU * 1000 / float64(n)
+	return secs * 1000 / float64(n)
 }
 
 // cases lists what a run measures, Rota's cases next to River's.
@@ -375,22 +388,23 @@ func runCases(ctx context.Context, o options, specs []caseSpec, admin *pgxpool.P
 				continue
 			}
 			results[i] = append(results[i], res)
-			printResult(res, pgCPUPer1000(spec.P, spec.Scenario, res.Usage))
+			printResult(res, pgCPUPer1000(spec.P, spec.Scenario, res.Usage), procCPUPer1000(spec.P, spec.Scenario, res.Usage))
 		}
 	}
 	return results, failures, nil
 }
 
 // printResult prints one run's metrics and resources on one line;
-// pgPer1000 is the PostgreSQL CPU seconds per 1,000 tasks.
-func printResult(res caseResult, pgPer1000 float64) {
+// pgPer1000 and procPer1000 are the PostgreSQL and the system process CPU
+// seconds per 1,000 tasks.
+func printResult(res caseResult, pgPer1000, procPer1000 float64) {
 	var parts []string
 	for _, m := range res.Metrics {
 		parts = append(parts, fmt.Sprintf("%s %s %s", m.Name, format(m.Value), m.Unit))
 	}
-	fmt.Printf("  %s; peak RSS %.0f MiB; CPU %.2f cores (+ bench %.2f, PostgreSQL %.2f; PostgreSQL %.3f CPU s per 1,000 tasks)\n",
+	fmt.Printf("  %s; peak RSS %.0f MiB; CPU %.2f cores (+ bench %.2f, PostgreSQL %.2f; PostgreSQL %.3f, system %.3f CPU s per 1,000 tasks)\n",
 		strings.Join(parts, ", "), float64(res.PeakRSSKiB)/1024, cores(res.Usage.ProcCPU, res.Usage),
-		cores(res.Usage.BenchCPU, res.Usage), cores(res.Usage.PGCPU, res.Usage), pgPer1000)
+		cores(res.Usage.BenchCPU, res.Usage), cores(res.Usage.PGCPU, res.Usage), pgPer1000, procPer1000)
 }
 
 // writeReport prints the report and writes it into the README readme
@@ -585,18 +599,20 @@ func report(w io.Writer, f facts, specs []caseSpec, results [][]caseResult, fail
 	fmt.Fprintln(w, "measured window, from /proc/<pid>/stat; PostgreSQL is the backends of that system's connections only")
 	fmt.Fprintln(w, "(utime + stime of each backend in pg_stat_activity with the system's application_name, not")
 	fmt.Fprintln(w, "pg_stat_statements), also given as CPU seconds per 1,000 tasks of the scenario (the cost a task asks")
-	fmt.Fprintln(w, "of PostgreSQL, whatever the machine's other load does to the rates).")
+	fmt.Fprintln(w, "of PostgreSQL, whatever the machine's other load does to the rates); the system process's CPU is given")
+	fmt.Fprintln(w, "per 1,000 tasks too (River's includes its load and workers, Rota's is the server alone).")
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
-	fmt.Fprintln(tw, "| scenario\t system\t setup\t peak RSS\t system process CPU\t bench process CPU\t PostgreSQL backends CPU\t PostgreSQL CPU s / 1,000 tasks\t")
-	fmt.Fprintln(tw, "|---\t---\t---\t---:\t---:\t---:\t---:\t---:\t")
+	fmt.Fprintln(tw, "| scenario\t system\t setup\t peak RSS\t system process CPU\t system process CPU s / 1,000 tasks\t bench process CPU\t PostgreSQL backends CPU\t PostgreSQL CPU s / 1,000 tasks\t")
+	fmt.Fprintln(tw, "|---\t---\t---\t---:\t---:\t---:\t---:\t---:\t---:\t")
 	for i, spec := range specs {
 		if len(results[i]) == 0 {
 			continue
 		}
-		var rss, proc, bench, pgc, pgk []float64
+		var rss, proc, prock, bench, pgc, pgk []float64
 		for _, res := range results[i] {
 			pgk = append(pgk, pgCPUPer1000(spec.P, spec.Scenario, res.Usage))
+			prock = append(prock, procCPUPer1000(spec.P, spec.Scenario, res.Usage))
 			rss = append(rss, float64(res.PeakRSSKiB)/1024)
 			proc = append(proc, cores(res.Usage.ProcCPU, res.Usage))
 			bench = append(bench, cores(res.Usage.BenchCPU, res.Usage))
@@ -610,8 +626,8 @@ func report(w io.Writer, f facts, specs []caseSpec, results [][]caseResult, fail
 		if strings.HasSuffix(spec.System, "-sqlite") {
 			pgCell, pgkCell = "(no server)", "–"
 		}
-		fmt.Fprintf(tw, "| %s\t %s\t %s\t %.0f MiB\t %s\t %s\t %s\t %s\t\n", scenarioTitle(p, spec.Scenario), spec.System, spec.Variant,
-			median(rss), format(median(proc)), benchCell, pgCell, pgkCell)
+		fmt.Fprintf(tw, "| %s\t %s\t %s\t %.0f MiB\t %s\t %.3f\t %s\t %s\t %s\t\n", scenarioTitle(p, spec.Scenario), spec.System, spec.Variant,
+			median(rss), format(median(proc)), median(prock), benchCell, pgCell, pgkCell)
 	}
 	tw.Flush()
 
