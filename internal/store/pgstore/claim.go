@@ -81,19 +81,6 @@ const seenGrain = 1000 // ms
 // *stop. The row is written only when it is new or something changes
 // beyond seenGrain; a worker asked to stop is always written, so the flag
 // read is the latest (RETURNING), else the statement's snapshot's.
-//
-// The same statement makes the claim's transaction commit asynchronously
-// (synchronous_commit off for it): the claim's answer does not wait for
-// its WAL flush, which was one fsync on the path from a submit to its
-// start (enqueue→start at 500/s) and a stall of every claim behind a slow
-// flush. Nothing acknowledged is at stake: a claim hands out a lease,
-// not an acknowledgement; the flush of any later synchronous commit
-// (the run's heartbeat or report, any submit) covers the claim's WAL
-// first, so a durable report never follows a lost claim; and if the
-// database server crashes within the WAL writer's delay, the claim is
-// lost as a lapsed lease is: the task is claimable again, and the
-// worker's run is refused at its next heartbeat or report (fencing by
-// run id).
 func queueSeeWorker(t *txn, p store.TaskClaimParams, now int64, stop *bool) {
 	t.queue(`WITH up AS (
 			INSERT INTO workers (id, address, kinds, first_seen, last_seen, last_wait_ms)
@@ -109,8 +96,7 @@ func queueSeeWorker(t *txn, p store.TaskClaimParams, now int64, stop *bool) {
 				OR workers.deregistered OR workers.stop_requested OR NOT (workers.kinds @> excluded.kinds)
 			RETURNING stop_requested
 		)
-		SELECT COALESCE((SELECT stop_requested FROM up), (SELECT stop_requested FROM workers WHERE id = $1), false)
-			FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async`,
+		SELECT COALESCE((SELECT stop_requested FROM up), (SELECT stop_requested FROM workers WHERE id = $1), false)`,
 		p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds()).
 		QueryRow(func(row pgx.Row) error { return row.Scan(stop) })
 }
