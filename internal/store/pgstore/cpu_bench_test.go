@@ -51,7 +51,11 @@ func BenchmarkPostgresCPUPerTask(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	cpu := func() float64 {
+	// cpu is the CPU seconds each backend of the store has run so far, by
+	// pid. A phase is charged with what each backend present at its end
+	// ran during it (all of it for a backend that started meanwhile: a new
+	// pool connection, the analyzer's).
+	cpu := func() map[int]float64 {
 		rows, _ := admin.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, app)
 		pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
 		if err != nil {
@@ -66,7 +70,9 @@ func BenchmarkPostgresCPUPerTask(b *testing.B) {
 	measure := func(i int, fn func()) {
 		before := cpu()
 		fn()
-		spent[i] += cpu() - before
+		for pid, secs := range cpu() {
+			spent[i] += secs - before[pid]
+		}
 	}
 	now := time.Now()
 	for n := range b.N + 1 {
@@ -151,11 +157,11 @@ func taskEvents(runs []rota.ClaimedRun, now time.Time) []rota.Event {
 	return evs
 }
 
-// procCPU is the CPU seconds the processes pids have run so far (the
-// first field of /proc/<pid>/schedstat, in ns: finer than /proc/<pid>/stat's
-// ticks).
-func procCPU(b *testing.B, pids []int) float64 {
-	total := 0.0
+// procCPU is the CPU seconds each of the processes pids has run so far
+// (the first field of /proc/<pid>/schedstat, in ns: finer than
+// /proc/<pid>/stat's ticks); a process gone is left out.
+func procCPU(b *testing.B, pids []int) map[int]float64 {
+	out := make(map[int]float64, len(pids))
 	for _, pid := range pids {
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
 		if err != nil {
@@ -166,7 +172,7 @@ func procCPU(b *testing.B, pids []int) float64 {
 		if err != nil {
 			b.Fatalf("read /proc/%d/schedstat: %v", pid, err)
 		}
-		total += ns / 1e9
+		out[pid] = ns / 1e9
 	}
-	return total
+	return out
 }
