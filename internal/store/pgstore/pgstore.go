@@ -75,7 +75,9 @@
 // of tasks_ready, each stopping after Max rows, ranked in weighted-round
 // order by the SQL function round_slot, the restatement of
 // store.WeightedPick that the tests check against it. Only the tasks handed out
-// are locked. Its cost does not depend on how many tasks wait. A
+// are locked, each looked up by primary key (a lateral lookup no plan can
+// turn into a scan of the ready range). Its cost does not depend on how
+// many tasks wait. A
 // PinnedOnly claim (the HTTP executor's) uses the three pinned ranges only
 // (pinnedCandidatesSQL).
 //
