@@ -347,9 +347,12 @@ func unavailable(err error) error {
 	switch {
 	case errors.As(err, &me):
 		switch me.Number {
-		case 1021, 1114, 1037, 1041, 1205, 1040, 1203, 3024, 1290, 1792:
+		case 1021, 1114, 1037, 1041, 1205, 1040, 1203, 3024, 1969, 1290, 1792, 1836,
+			1053, 1077, 1135, 1152, 1158, 1159, 1160, 1161, 1317, 1927, 4031:
 			// disk full, table full, out of memory, lock wait timeout, too
-			// many connections, read only...
+			// many connections, statement timeout, read only; the server
+			// shutting down, out of threads, a network error, the query or
+			// connection killed (KILL), the session timed out...
 		default:
 			return err
 		}
