@@ -11,8 +11,9 @@
 // Concurrency: InnoDB row locks at READ COMMITTED. A claim locks its kind's
 // row (SELECT ... FOR UPDATE: the weighted round and the rate bucket live
 // there), then picks tasks with FOR UPDATE SKIP LOCKED, so that claims
-// never wait for a task another transaction is changing. Reports lock their
-// task row. A transaction that deadlocks anyway is run again.
+// never wait for a task another transaction is changing, and starts all it
+// picked in one UPDATE. Reports lock their task row. A worker's sighting
+// (last_seen) is written at most once a second (seenGrain). A transaction that deadlocks anyway is run again.
 //
 // Wake-ups: MySQL has no LISTEN/NOTIFY. Each transaction that makes tasks
 // claimable appends a row to the changes table (a cheap sequence of
