@@ -42,23 +42,53 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 	return res, err
 }
 
+// seenGrain is how stale a worker's recorded last sighting may be: a
+// claim or heartbeat within a second of the last recorded one writes
+// nothing to the worker's row (unless its address, kinds, wait or
+// registration change), so that a busy worker does not cost a row write
+// per claim, as on PostgreSQL. It is small beside store.WorkerLiveness.
+const seenGrain = 1000 // ms
+
 // workerSeen records the claiming worker (its kinds accumulate up to
-// store.MaxWorkerKinds) and reports whether it must drain.
+// store.MaxWorkerKinds) and reports whether it must drain. It locks the
+// worker's row (its kinds merge in Go) and writes it only when something
+// changed or its sighting is seenGrain old (see workerStale).
 func workerSeen(t *txn, p store.TaskClaimParams, now int64) (bool, error) {
 	var (
-		stop  int
-		known string
+		w     workerRow
+		found = true
 	)
-	err := t.QueryRowContext(t.ctx, `SELECT stop_requested, kinds FROM workers WHERE id = ? FOR UPDATE`, p.WorkerID).Scan(&stop, &known)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	err := t.QueryRowContext(t.ctx, `SELECT stop_requested, kinds, address, last_seen, last_wait_ms, deregistered
+		FROM workers WHERE id = ? FOR UPDATE`, p.WorkerID).Scan(&w.stop, &w.kinds, &w.address, &w.lastSeen, &w.waitMS, &w.deregistered)
+	if errors.Is(err, sql.ErrNoRows) {
+		found = false
+	} else if err != nil {
 		return false, wrap("read worker "+p.WorkerID, err)
 	}
-	kinds := mergeKinds(known, p.Kinds)
+	kinds := mergeKinds(w.kinds, p.Kinds)
+	if found && !w.stale(p, kinds, now) {
+		return w.stop == 1, nil
+	}
 	_, err = t.exec(`INSERT INTO workers (id, address, kinds, first_seen, last_seen, last_wait_ms) VALUES (?, ?, ?, ?, ?, ?)
 		ON DUPLICATE KEY UPDATE address = VALUES(address), kinds = VALUES(kinds), last_seen = VALUES(last_seen),
 			last_wait_ms = VALUES(last_wait_ms), deregistered = 0`,
 		p.WorkerID, p.WorkerAddress, kinds, now, now, p.Wait.Milliseconds())
-	return stop == 1, wrap("record worker "+p.WorkerID, err)
+	return w.stop == 1, wrap("record worker "+p.WorkerID, err)
+}
+
+// workerRow is a worker's row as a claim reads it.
+type workerRow struct {
+	stop, deregistered int
+	kinds, address     string
+	lastSeen, waitMS   int64
+}
+
+// stale reports whether a claim by p at now must write the worker's row:
+// its sighting is seenGrain old, or its address, kinds (merged: kinds),
+// wait or registration changed.
+func (w workerRow) stale(p store.TaskClaimParams, kinds string, now int64) bool {
+	return w.lastSeen <= now-seenGrain || w.address != p.WorkerAddress || w.kinds != kinds ||
+		w.waitMS != p.Wait.Milliseconds() || w.deregistered != 0
 }
 
 // mergeKinds is the kinds a worker record keeps: those it had (JSON) and
@@ -223,51 +253,88 @@ func candidates(t *txn, p store.TaskClaimParams, kind string, max int, now int64
 	return queues, err
 }
 
-// startRuns makes a run of each picked task for the claiming worker: one
-// write of the task row for a one-worker task (after moving its previous
-// attempt's run to the history, for a retry), a run_history row for a task
-// of several workers.
+// startRuns makes a run of each picked task (locked by the pick) for the
+// claiming worker, set-based: one UPDATE of all the picked task rows (a
+// one-worker task's run goes into its row, its run id chosen by a CASE on
+// the task id), after one INSERT that moves the retried ones' previous
+// runs to run_history and one that inserts the runs of the tasks of
+// several workers, each only when there are some. The attempt, lease and
+// deadline the UPDATE writes are store.ClaimCandidate.Start's, computed
+// from the same row.
 func startRuns(t *txn, p store.TaskClaimParams, kind string, picked []candidate, now int64) ([]rota.ClaimedRun, error) {
 	out := make([]rota.ClaimedRun, 0, len(picked))
+	var (
+		ids, runIDs, retried []any
+		multiRows            []string
+		multiArgs            []any
+	)
 	for _, c := range picked {
 		run, lease, deadline := c.Start(kind, p.NewRunID(), now)
-		if c.workers > 1 {
-			if _, err := t.exec(`INSERT INTO run_history (id, task_id, kind, worker_id, worker_address, attempt, status,
-				start_time, lease_expires_at, deadline, message, run_live) VALUES (?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?, ?, '', 1)`,
-				run.RunID, c.ID, kind, p.WorkerID, p.WorkerAddress, run.Attempt, now, lease, deadline); err != nil {
-				return nil, wrap("insert run", err)
-			}
-			if _, err := t.exec(`UPDATE tasks SET status = 'RUNNING', attempt = ?, running = running + 1,
-				avail = (running + successes < workers), start_time = CASE WHEN start_time = 0 THEN ? ELSE start_time END,
-				worker_address = ?, updated_at = ? WHERE id = ?`, run.Attempt, now, p.WorkerAddress, now, c.ID); err != nil {
-				return nil, wrap("mark task running", err)
-			}
-			out = append(out, run)
-			continue
-		}
-		if c.hasRun {
-			if err := archiveRun(t, c.ID); err != nil {
-				return nil, err
-			}
-		}
-		if _, err := t.exec(`UPDATE tasks SET status = 'RUNNING', attempt = ?, running = running + 1, avail = 0,
-			start_time = CASE WHEN start_time = 0 THEN ? ELSE start_time END, worker_address = ?, updated_at = ?,
-			run_id = ?, run_worker = ?, run_status = 'RUNNING', run_start = ?, run_end = 0, run_lease = ?,
-			run_deadline = ?, run_stop = 0, run_message = '', run_live = 1 WHERE id = ?`,
-			run.Attempt, now, p.WorkerAddress, now, run.RunID, p.WorkerID, now, lease, deadline, c.ID); err != nil {
-			return nil, wrap("claim task", err)
-		}
 		out = append(out, run)
+		ids = append(ids, c.ID)
+		switch {
+		case c.workers > 1:
+			multiRows = append(multiRows, `(?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?, ?, '', 1)`)
+			multiArgs = append(multiArgs, run.RunID, c.ID, kind, p.WorkerID, p.WorkerAddress, run.Attempt, now, lease, deadline)
+		default:
+			runIDs = append(runIDs, c.ID, run.RunID)
+			if c.hasRun {
+				retried = append(retried, c.ID)
+			}
+		}
+	}
+	if len(retried) > 0 {
+		if err := archiveRuns(t, retried); err != nil {
+			return nil, err
+		}
+	}
+	if len(multiRows) > 0 {
+		if _, err := t.exec(`INSERT INTO run_history (id, task_id, kind, worker_id, worker_address, attempt, status,
+			start_time, lease_expires_at, deadline, message, run_live) VALUES `+strings.Join(multiRows, ", "), multiArgs...); err != nil {
+			return nil, wrap("insert runs", err)
+		}
+	}
+	if err := claimRows(t, p, ids, runIDs, now); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-// archiveRun moves the finished run a task row holds to the history (a
-// newer attempt is about to replace it).
-func archiveRun(t *txn, taskID string) error {
+// claimRows marks the picked tasks ids RUNNING in one UPDATE. runIDs
+// pairs each one-worker task's id with its new run id; those tasks get
+// their run in their row. MySQL applies a single-table UPDATE's
+// assignments left to right: avail reads running as just incremented.
+func claimRows(t *txn, p store.TaskClaimParams, ids, runIDs []any, now int64) error {
+	runID := `run_id`
+	if len(runIDs) > 0 {
+		runID = `CASE id` + strings.Repeat(` WHEN ? THEN ?`, len(runIDs)/2) + ` ELSE run_id END`
+	}
+	args := append([]any{now, p.WorkerAddress, now}, runIDs...)
+	args = append(args, p.WorkerID, now, now, now)
+	args = append(args, ids...)
+	_, err := t.exec(`UPDATE tasks SET status = 'RUNNING', attempt = attempt + 1, running = running + 1,
+		avail = CASE WHEN workers = 1 THEN 0 ELSE running + successes < workers END,
+		start_time = CASE WHEN start_time = 0 THEN ? ELSE start_time END, worker_address = ?, updated_at = ?,
+		run_id = CASE WHEN workers = 1 THEN `+runID+` ELSE run_id END,
+		run_worker = CASE WHEN workers = 1 THEN ? ELSE run_worker END,
+		run_status = CASE WHEN workers = 1 THEN 'RUNNING' ELSE run_status END,
+		run_start = CASE WHEN workers = 1 THEN ? ELSE run_start END,
+		run_end = CASE WHEN workers = 1 THEN 0 ELSE run_end END,
+		run_lease = CASE WHEN workers = 1 THEN ? + hb_timeout_s * 1000 ELSE run_lease END,
+		run_deadline = CASE WHEN workers <> 1 THEN run_deadline WHEN timeout_s > 0 THEN ? + timeout_s * 1000 ELSE 0 END,
+		run_stop = CASE WHEN workers = 1 THEN 0 ELSE run_stop END,
+		run_message = CASE WHEN workers = 1 THEN '' ELSE run_message END,
+		run_live = CASE WHEN workers = 1 THEN 1 ELSE run_live END
+		WHERE id IN (`+inList(len(ids))+`)`, args...)
+	return wrap("claim tasks", err)
+}
+
+// archiveRuns moves the finished runs the rows of tasks ids hold to the
+// history (newer attempts are about to replace them), in one statement.
+func archiveRuns(t *txn, ids []any) error {
 	_, err := t.exec(`INSERT INTO run_history (id, task_id, kind, worker_id, worker_address, attempt, status, start_time,
 		end_time, lease_expires_at, deadline, stop_requested, message)
 		SELECT run_id, id, kind, run_worker, worker_address, attempt, run_status, run_start, run_end, run_lease,
-			run_deadline, run_stop, run_message FROM tasks WHERE id = ? AND run_id <> ''`, taskID)
-	return wrap("keep the previous run of "+taskID, err)
+			run_deadline, run_stop, run_message FROM tasks WHERE id IN (`+inList(len(ids))+`) AND run_id <> ''`, ids...)
+	return wrap("keep the previous runs", err)
 }

@@ -11,8 +11,9 @@
 // Concurrency: InnoDB row locks at READ COMMITTED. A claim locks its kind's
 // row (SELECT ... FOR UPDATE: the weighted round and the rate bucket live
 // there), then picks tasks with FOR UPDATE SKIP LOCKED, so that claims
-// never wait for a task another transaction is changing. Reports lock their
-// task row. A transaction that deadlocks anyway is run again.
+// never wait for a task another transaction is changing, and starts all it
+// picked in one UPDATE. Reports lock their task row. A worker's sighting
+// (last_seen) is written at most once a second (seenGrain). A transaction that deadlocks anyway is run again.
 //
 // Wake-ups: MySQL has no LISTEN/NOTIFY. Each transaction that makes tasks
 // claimable appends a row to the changes table (a cheap sequence of
@@ -347,9 +348,12 @@ func unavailable(err error) error {
 	switch {
 	case errors.As(err, &me):
 		switch me.Number {
-		case 1021, 1114, 1037, 1041, 1205, 1040, 1203, 3024, 1290, 1792:
+		case 1021, 1114, 1037, 1041, 1205, 1040, 1203, 3024, 1969, 1290, 1792, 1836,
+			1053, 1077, 1135, 1152, 1158, 1159, 1160, 1161, 1317, 1927, 4031:
 			// disk full, table full, out of memory, lock wait timeout, too
-			// many connections, read only...
+			// many connections, statement timeout, read only; the server
+			// shutting down, out of threads, a network error, the query or
+			// connection killed (KILL), the session timed out...
 		default:
 			return err
 		}

@@ -16,8 +16,9 @@ import (
 type heldRun struct {
 	task       *taskRow
 	hist       *rota.Run
-	workerStop bool // the run's worker was asked to drain
-	kindCap    int  // the kind's MaxRunning
+	workerStop bool  // the run's worker was asked to drain
+	workerSeen int64 // the worker's recorded last sighting (unix ms)
+	kindCap    int   // the kind's MaxRunning
 }
 
 // run returns the run as a rota.Run.
@@ -28,9 +29,11 @@ func (h *heldRun) run() rota.Run {
 	return h.task.rotaRun()
 }
 
-// lockedCols are what lockRun reads beside the task: the stop flag of a
-// worker (the first parameter) and the kind's cap, neither locked.
+// lockedCols are what lockRun reads beside the task: the stop flag and
+// the last sighting of a worker (the first two parameters) and the kind's
+// cap, none locked.
 const lockedCols = `, COALESCE((SELECT w.stop_requested FROM workers w WHERE w.id = ?), 0),
+	COALESCE((SELECT w.last_seen FROM workers w WHERE w.id = ?), 0),
 	COALESCE((SELECT k.max_running FROM kinds k WHERE k.name = tasks.kind), 0)`
 
 // lockRun finds run runID and locks its task (FOR UPDATE; with skip, a
@@ -45,10 +48,10 @@ func lockRun(t *txn, runID, workerID string, skip bool) (*heldRun, error) {
 	var stop int
 	scan := func(row *sql.Row) error {
 		var err error
-		h.task, err = scanTask(scanFunc(func(dest ...any) error { return row.Scan(append(dest, &stop, &h.kindCap)...) }))
+		h.task, err = scanTask(scanFunc(func(dest ...any) error { return row.Scan(append(dest, &stop, &h.workerSeen, &h.kindCap)...) }))
 		return err
 	}
-	err := scan(t.QueryRowContext(t.ctx, `SELECT `+taskCols+lockedCols+` FROM tasks WHERE run_id = ?`+lock, workerID, runID))
+	err := scan(t.QueryRowContext(t.ctx, `SELECT `+taskCols+lockedCols+` FROM tasks WHERE run_id = ?`+lock, workerID, workerID, runID))
 	if err == nil {
 		h.workerStop = stop == 1
 		return &h, nil
@@ -63,7 +66,7 @@ func lockRun(t *txn, runID, workerID string, skip bool) (*heldRun, error) {
 	case err != nil:
 		return nil, wrap("find run "+runID, err)
 	}
-	if err := scan(t.QueryRowContext(t.ctx, `SELECT `+taskCols+lockedCols+` FROM tasks WHERE id = ?`+lock, workerID, taskID)); err != nil {
+	if err := scan(t.QueryRowContext(t.ctx, `SELECT `+taskCols+lockedCols+` FROM tasks WHERE id = ?`+lock, workerID, workerID, taskID)); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, nil
 		}
@@ -135,8 +138,12 @@ func (s *Store) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) (s
 		if err != nil {
 			return wrap("renew lease of "+r.ID, err)
 		}
-		if _, err := t.exec(`UPDATE workers SET last_seen = ? WHERE id = ?`, now, p.WorkerID); err != nil {
-			return wrap("worker seen", err)
+		// The sighting is written only past seenGrain (see workerSeen).
+		if h.workerSeen <= now-seenGrain {
+			if _, err := t.exec(`UPDATE workers SET last_seen = ? WHERE id = ? AND last_seen <= ?`,
+				now, p.WorkerID, now-seenGrain); err != nil {
+				return wrap("worker seen", err)
+			}
 		}
 		res = store.RunHeartbeatResult{Stop: r.StopRequested, Drain: h.workerStop, LeaseExpiresAt: tm(lease), HeartbeatTimeoutSeconds: hb}
 		return nil
