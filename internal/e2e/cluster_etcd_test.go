@@ -146,4 +146,3 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-

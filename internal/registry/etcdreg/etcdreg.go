@@ -18,7 +18,7 @@
 //     etcd: once a new leader has recorded its term, a deposed leader's
 //     late write is refused by the store itself.
 //   - The live worker registry (workers.go, workerstore.go): every claim,
-//     heartbeat, report, push registration and push health check that a
+//     heartbeat, push registration and push health check that a
 //     node serves is a sighting of the worker, which the node puts in
 //     {prefix}workers/{worker}/{node} (address, kinds, wait, capacity,
 //     first and last sighting) under a worker lease that ends WorkerTTL
@@ -247,7 +247,7 @@ func (r *Registry) Close() error {
 	r.stopFlush()
 	<-r.flushed
 	fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
-	if err := r.flush(fctx); err != nil {
+	if err := r.flush(fctx, true); err != nil {
 		r.log.Warn("etcdreg: write worker sightings at close", "err", err)
 	}
 	fcancel()

@@ -169,29 +169,29 @@ func (r *Registry) flushLoop(ctx context.Context) {
 		case <-t.C:
 		case <-r.seen.kick:
 		}
-		if err := r.flush(ctx); err != nil && ctx.Err() == nil {
+		if err := r.flush(ctx, false); err != nil && ctx.Err() == nil {
 			r.log.Warn("etcdreg: write worker sightings", "err", err)
 		}
 	}
 }
 
 // due returns the records to write now: a worker's record is written
-// when it is new, and otherwise at most once per seenGrain, when it was
-// seen again or changed since. Workers silent for longer than their
-// record lives are forgotten.
-func (r *Registry) due(wall time.Time) []workerValue {
+// when it is new, and otherwise at most once per seenGrain (all: at
+// once), when it was seen again or changed since. Workers silent for
+// longer than their record lives are forgotten.
+func (r *Registry) due(wall time.Time, all bool) []workerValue {
 	r.seen.mu.Lock()
 	defer r.seen.mu.Unlock()
 	var out []workerValue
 	for id, s := range r.seen.m {
 		if !s.wroteAt.IsZero() {
-			if wall.Sub(s.wroteAt) < seenGrain {
-				continue
-			}
 			if s.v.LastSeen == s.written && !s.changed {
 				if wall.Sub(s.wroteAt) > r.recordLife(s.v) {
 					delete(r.seen.m, id) // silent: its key has expired
 				}
+				continue
+			}
+			if !all && wall.Sub(s.wroteAt) < seenGrain {
 				continue
 			}
 		}
@@ -207,12 +207,12 @@ func (r *Registry) recordLife(v workerValue) time.Duration {
 	return r.workerTTL + time.Duration(v.WaitMS)*time.Millisecond
 }
 
-// flush writes the due records, one transaction per maxTxnOps, each
-// under a lease that ends recordLife (plus at most leaseReuse) after
-// the sighting.
-func (r *Registry) flush(ctx context.Context) error {
+// flush writes the due records (all: every record not written yet), one
+// transaction per maxTxnOps, each under a lease that ends recordLife
+// (plus at most leaseReuse) after the sighting.
+func (r *Registry) flush(ctx context.Context, all bool) error {
 	wall := time.Now()
-	vs := r.due(wall)
+	vs := r.due(wall, all)
 	for len(vs) > 0 {
 		batch := vs[:min(len(vs), maxTxnOps)]
 		vs = vs[len(batch):]

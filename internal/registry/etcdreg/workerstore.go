@@ -19,7 +19,8 @@ import (
 // etcd's live records with the store's rows.
 
 // TaskClaim claims in the store (which fences a stopped worker) and
-// records the sighting.
+// records the sighting. Reports are no sightings, as in the stores: the
+// leader reports for lost push workers.
 func (w *wrapped) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.TaskClaimResult, error) {
 	res, err := w.Store.TaskClaim(ctx, p)
 	if err == nil {
@@ -35,15 +36,6 @@ func (w *wrapped) RunHeartbeat(ctx context.Context, p store.RunHeartbeatParams) 
 		w.r.see(sighted{id: p.WorkerID, wait: -1, now: p.Now})
 	}
 	return res, err
-}
-
-// RunComplete reports in the store and records the sighting.
-func (w *wrapped) RunComplete(ctx context.Context, p store.RunCompleteParams) (*rota.Task, error) {
-	t, err := w.Store.RunComplete(ctx, p)
-	if err == nil {
-		w.r.see(sighted{id: p.WorkerID, wait: -1, now: p.Now})
-	}
-	return t, err
 }
 
 // PushWorkersSeen records the healthy push workers in the store (whose
