@@ -327,3 +327,37 @@ func TestBusyWorkersEtcdRequests(t *testing.T) {
 		return err == nil && len(ws) == workers
 	})
 }
+
+// WorkerListPage pages the merged listing by id, live-only workers (from
+// etcd, unknown to this node's store) included.
+func TestWorkerPagesMerged(t *testing.T) {
+	t.Parallel()
+	ep := etcdtest.Start(t)
+	a := openNode(t, ep, "pages", "a", newStore(t), 0)
+	b := openNode(t, ep, "pages", "b", newStore(t), 0)
+	now := time.Now()
+	claim(t, a, "w1", 1, now, "k")
+	claim(t, b, "w2", 1, now, "k")
+	claim(t, a, "w3", 1, now, "other")
+	waitFor(t, 5*time.Second, "b lists three workers", func() bool {
+		ws, err := b.st.WorkerList(context.Background(), time.Now())
+		return err == nil && len(ws) == 3
+	})
+	ctx := context.Background()
+	p1, err := b.st.WorkerListPage(ctx, store.WorkerListParams{Limit: 2, Now: time.Now()})
+	if err != nil || len(p1.Workers) != 2 || p1.Workers[0].ID != "w1" || p1.Workers[1].ID != "w2" || p1.NextCursor != "w2" {
+		t.Fatalf("first page = %+v, %v", p1, err)
+	}
+	p2, err := b.st.WorkerListPage(ctx, store.WorkerListParams{Limit: 2, Cursor: p1.NextCursor, Now: time.Now()})
+	if err != nil || len(p2.Workers) != 1 || p2.Workers[0].ID != "w3" || p2.NextCursor != "" {
+		t.Fatalf("second page = %+v, %v", p2, err)
+	}
+	k, err := b.st.WorkerListPage(ctx, store.WorkerListParams{Kind: "k", Status: rota.WorkerActive, Now: time.Now()})
+	if err != nil || len(k.Workers) != 2 {
+		t.Fatalf("active workers of kind k = %+v, %v", k, err)
+	}
+	lost, err := b.st.WorkerListPage(ctx, store.WorkerListParams{Status: rota.WorkerLost, Now: time.Now()})
+	if err != nil || len(lost.Workers) != 0 {
+		t.Fatalf("lost workers = %+v, %v", lost, err)
+	}
+}
