@@ -9,9 +9,10 @@ import (
 	"github.com/rotahq/rota/internal/store"
 )
 
-// withRegistry moves node membership and leader election of st to the
-// registry cfg.Registry names (etcd://…), or returns st as it is when none
-// is set. The returned store owns the registry: closing it closes both.
+// withRegistry moves node membership, leader election and the live worker
+// registry of st to the registry cfg.Registry names
+// (etcd://…[?worker_ttl=]), or returns st as it is when none is set. The
+// returned store owns the registry: closing it closes both.
 func withRegistry(ctx context.Context, cfg Config, st store.Store) (store.Store, error) {
 	if cfg.Registry == "" {
 		return st, nil
@@ -23,7 +24,7 @@ func withRegistry(ctx context.Context, cfg Config, st store.Store) (store.Store,
 	if err != nil {
 		return nil, err
 	}
-	rc.LeaseTTL, rc.Logger = cfg.LeaderLease, cfg.Logger
+	rc.LeaseTTL, rc.Logger, rc.NodeID = cfg.LeaderLease, cfg.Logger, cfg.NodeID
 	reg, err := etcdreg.Open(ctx, rc)
 	if err != nil {
 		return nil, fmt.Errorf("registry %s: %w", etcdreg.Redact(cfg.Registry), err)

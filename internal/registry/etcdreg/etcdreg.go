@@ -1,9 +1,9 @@
-// Package etcdreg keeps a Rota cluster's membership and leader election in
-// etcd (rota server --registry etcd://host:2379), for deployments that
-// already run etcd. Tasks, schedules and workers stay in the store; only
-// who is in the cluster and who leads move.
+// Package etcdreg keeps a Rota cluster's membership, leader election and
+// live worker registry in etcd (rota server --registry etcd://host:2379),
+// for deployments that already run etcd. Tasks, runs and schedules stay
+// in the store, and so does the part of a worker that a claim checks.
 //
-// Registry.Wrap returns the store with five methods answered by etcd:
+// Registry.Wrap returns the store with these methods answered by etcd:
 //
 //   - NodeHeartbeat / NodeRemove / NodeList: each node puts
 //     {prefix}nodes/{id} under its own etcd lease, so a node that dies
@@ -17,10 +17,61 @@
 //     store's fencing of leader-only writes (store.CheckFence) follows
 //     etcd: once a new leader has recorded its term, a deposed leader's
 //     late write is refused by the store itself.
+//   - The live worker registry (workers.go, workerstore.go): every claim,
+//     heartbeat, push registration and push health check that a
+//     node serves is a sighting of the worker, which the node puts in
+//     {prefix}workers/{worker}/{node} (address, kinds, wait, capacity,
+//     first and last sighting) under a worker lease that ends WorkerTTL
+//     plus the worker's long-poll wait after the sighting: a worker that
+//     goes silent, or whose node dies, leaves etcd on its own.
+//     WorkerList, WorkerListPage (GET /api/workers, the UI, the metrics,
+//     the no-worker alarm) read these records and merge them with the
+//     store's rows; a push registration is also put, without a lease, in
+//     {prefix}push/{worker}, from which PushWorkerList (the leader's push
+//     loop) reads address, kinds and capacity.
 //
 // A node renews its lease once per election round (one KeepAliveOnce): if
 // it cannot reach etcd for a whole lease its keys vanish and another node
 // takes over; until then it keeps leading only while its store lease runs.
+//
+// # Cost of a sighting
+//
+// A busy worker is seen on every claim; it must not cost an etcd write
+// each. Sightings are kept in memory and written by a flush loop: a
+// worker new to the node at once, then at most once per second
+// (seenGrain) per worker per node, carrying the latest sighting, all due
+// workers of a node in one transaction. The records of a flush share one
+// lease, granted for the record's life plus leaseReuse and reused for
+// leaseReuse (1 to 5 s): a sighting renews a worker's presence by putting
+// its record under a younger lease, and a node grants one lease per
+// leaseReuse whatever its number of workers. A node serving N busy
+// workers thus costs about one transaction (of N puts) per second and
+// one grant per leaseReuse; a worker's presence is current to a second.
+// Listings read etcd (one serializable range read), and add the node's
+// own sightings not yet written.
+//
+// # What stays in the store
+//
+// The store keeps each worker's row as the claim writes it, because the
+// claim transaction checks it: a worker asked to stop (WorkerStop) or
+// deregistered gets no work, and that check must be atomic with the claim
+// — a flag read from etcd before the store's transaction could miss a
+// stop acknowledged in between, and the run would still be handed out.
+// So WorkerStop, WorkerDeregister and the stop flag stay the store's (a
+// stopped worker is fenced on every node, as without a registry), as do
+// the running runs and counts (WorkerRunsActive), the first sighting,
+// and the push registration's durable copy: a registration outlives
+// restarts and etcd leases (PushStore), and its Stopped and Running are
+// store facts. Retention (WorkerPrune) prunes by the store's sightings,
+// which the backends keep throttled to one write per second; a pruned
+// worker's push key is removed from etcd after it.
+//
+// A listed worker is the store's row joined with its live records: with
+// one, its address, kinds and latest sighting are etcd's and its status
+// is computed as without a registry (store.WorkerStatusAt); without one
+// (its records expired) it is lost, or stopped when it was stopped or
+// deregistered and holds no run. A worker live in etcd that the store
+// no longer holds is listed from etcd alone.
 package etcdreg
 
 import (
@@ -57,6 +108,15 @@ type Config struct {
 	// DialTimeout bounds the connection at Open (default 10 s).
 	DialTimeout time.Duration
 	Logger      *slog.Logger // default slog.Default()
+	// NodeID names this node in the worker records it writes.
+	NodeID string
+	// WorkerTTL is how long a worker's live record outlives its last
+	// sighting plus the long-poll wait of its last claim (default
+	// store.WorkerLiveness, so that a worker is lost when it would be
+	// without a registry; ?worker_ttl= in the URL).
+	WorkerTTL time.Duration
+
+	instrument func(*clientv3.Client) // tests: wraps the client's KV and Lease
 }
 
 // ParseURL reads etcd://[user:password@]host:port[,host:port...][/prefix].
@@ -78,6 +138,16 @@ func ParseURL(raw string) (Config, error) {
 	}
 	if p := strings.Trim(u.Path, "/"); p != "" {
 		cfg.Prefix = "/" + p + "/"
+	}
+	for name, vs := range u.Query() {
+		if name != "worker_ttl" {
+			return Config{}, fmt.Errorf("registry URL %s: unknown parameter %q (known: worker_ttl)", Redact(raw), name)
+		}
+		d, err := time.ParseDuration(vs[len(vs)-1])
+		if err != nil || d < time.Second {
+			return Config{}, fmt.Errorf("registry URL %s: worker_ttl must be a duration of at least 1s, got %q", Redact(raw), vs[len(vs)-1])
+		}
+		cfg.WorkerTTL = d
 	}
 	return cfg, nil
 }
@@ -105,6 +175,14 @@ type Registry struct {
 	mu      sync.Mutex
 	lease   clientv3.LeaseID // this node's lease; 0 until granted or after it ended
 	renewed time.Time        // when lease was last granted or renewed
+
+	// The live worker registry (workers.go).
+	node       string
+	workerTTL  time.Duration
+	leaseReuse time.Duration // a worker lease takes records this long after its grant
+	seen       sightings
+	stopFlush  context.CancelFunc
+	flushed    chan struct{} // closed when the flush loop returned
 }
 
 // Open connects to etcd and checks that it answers within DialTimeout.
@@ -138,11 +216,41 @@ func Open(ctx context.Context, cfg Config) (*Registry, error) {
 		_ = cli.Close()
 		return nil, fmt.Errorf("etcdreg: etcd at %s does not answer: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
-	return &Registry{cli: cli, prefix: cfg.Prefix, ttl: max(ttl, 2), log: cfg.Logger}, nil
+	if cfg.instrument != nil {
+		cfg.instrument(cli)
+	}
+	r := &Registry{cli: cli, prefix: cfg.Prefix, ttl: max(ttl, 2), log: cfg.Logger}
+	r.startWorkers(cfg)
+	return r, nil
 }
 
-// Close revokes this node's lease (its keys go at once) and disconnects.
+// startWorkers starts the flush loop of the worker registry.
+func (r *Registry) startWorkers(cfg Config) {
+	r.node, r.workerTTL = cfg.NodeID, cfg.WorkerTTL
+	if r.node == "" {
+		r.node = "node"
+	}
+	if r.workerTTL <= 0 {
+		r.workerTTL = store.WorkerLiveness
+	}
+	r.leaseReuse = min(max(r.workerTTL/6, time.Second), 5*time.Second)
+	r.seen = sightings{m: map[string]*sighting{}, leases: map[int64]workerLease{}, kick: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stopFlush, r.flushed = cancel, make(chan struct{})
+	go r.flushLoop(ctx)
+}
+
+// Close writes the sightings not yet written, revokes this node's lease
+// (its keys go at once; the workers' records stay until their own leases
+// end: they live on through other nodes) and disconnects.
 func (r *Registry) Close() error {
+	r.stopFlush()
+	<-r.flushed
+	fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	if err := r.flush(fctx, true); err != nil {
+		r.log.Warn("etcdreg: write worker sightings at close", "err", err)
+	}
+	fcancel()
 	r.mu.Lock()
 	lease := r.lease
 	r.lease = 0

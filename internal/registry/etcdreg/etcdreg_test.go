@@ -25,7 +25,11 @@ func TestParseURL(t *testing.T) {
 		cfg.Password != "secret" || cfg.Prefix != "/team-a/" {
 		t.Fatalf("ParseURL = %+v", cfg)
 	}
-	for _, bad := range []string{"http://h:2379", "etcd://", "etcd://%zz"} {
+	if cfg, err := etcdreg.ParseURL("etcd://h:2379/p?worker_ttl=5s"); err != nil || cfg.WorkerTTL != 5*time.Second {
+		t.Fatalf("ParseURL with worker_ttl = %+v, %v", cfg, err)
+	}
+	for _, bad := range []string{"http://h:2379", "etcd://", "etcd://%zz", "etcd://h:2379?worker_ttl=0s",
+		"etcd://h:2379?worker_ttl=x", "etcd://h:2379?ttl=5s"} {
 		if _, err := etcdreg.ParseURL(bad); err == nil {
 			t.Errorf("ParseURL(%q) accepted", bad)
 		}
