@@ -61,7 +61,7 @@ func (sf *serverFlags) define(f *pflag.FlagSet) {
 	f.StringVar(&sf.cfg.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
 	f.StringVar(&sf.cfg.DataDir, "data", "./rota-data", "directory of the embedded store (rota.db)")
 	f.StringVar(&sf.cfg.Store, "store", "sqlite", "store backend: sqlite (in --data), sqlite:PATH, or a URL of a store shared by several nodes: PostgreSQL (postgres://user@host/db), MySQL/MariaDB (mysql://user:pass@host:3306/db, mariadb://...), Redis (redis://host:6379/N, rediss:// for TLS, ?prefix=rota: to share one Redis) or MongoDB (mongodb://host:27017/db)")
-	f.StringVar(&sf.cfg.Registry, "registry", "", "cluster registry for node membership and leader election: etcd://host:2379[,host:2379][/prefix] (default: the store)")
+	f.StringVar(&sf.cfg.Registry, "registry", "", "cluster registry for node membership, leader election and the live worker registry: etcd://host:2379[,host:2379][/prefix][?worker_ttl=30s] (default: the store)")
 	f.StringVar(&sf.cfg.PGSchema, "pg-schema", "public", "PostgreSQL schema of Rota's tables")
 	f.StringVar(&sf.durability, "durability", "full", "full: every acknowledged write is synced to disk; relaxed: not synced (a power loss may lose the last writes)")
 	f.Int64Var(&sf.cfg.MaxPayload, "max-payload", 1<<20, "largest task payload accepted, in bytes")
