@@ -208,3 +208,39 @@ func TestRowVersionsPerTask(t *testing.T) {
 		t.Errorf("row writes of a retried task: %+v, want %+v", retry, want)
 	}
 }
+
+// TestCompleteGroupCost pins a group of plain reports (a first attempt of
+// a task of one worker, no dependents) at one lock and one write for the
+// whole group: BEGIN; SELECT tasks … WHERE run_id IN (…) FOR UPDATE;
+// UPDATE tasks (a CASE on the id per column); COMMIT. Before: a
+// savepoint, a lock and an update per report (1 + 3N + 1).
+func TestCompleteGroupCost(t *testing.T) {
+	t.Parallel()
+	var c storecost.Counter
+	st := openOneConn(t, &c)
+	f := storetest.NewFixture(t, st)
+	const n = 10
+	now := f.At(0)
+	for range n {
+		f.InsertNew("k", now)
+	}
+	runs := f.Claim("w1", now, n, "k").Runs
+	if len(runs) != n {
+		t.Fatalf("claimed %d, want %d", len(runs), n)
+	}
+	reports := make([]store.RunCompleteParams, n)
+	for i, r := range runs {
+		reports[i] = store.RunCompleteParams{RunID: r.RunID, WorkerID: "w1", Success: true, Now: now}
+	}
+	before := c.Snapshot().Caller
+	tasks, errs := mysqlstore.CompleteGroup(st, t.Context(), reports)
+	got := c.Snapshot().Caller.Sub(before)
+	for i, err := range errs {
+		if err != nil || tasks[i] == nil || tasks[i].Status != "SUCCESS" || len(tasks[i].Runs) != 1 {
+			t.Fatalf("report %d: task %+v, %v; want SUCCESS with its run", i, tasks[i], err)
+		}
+	}
+	if want := storetest.Transaction(4, 4); got != want {
+		t.Errorf("a group of %d reports: %v, want %v (32 before)", n, got, want)
+	}
+}

@@ -13,7 +13,9 @@ import (
 // commits go together in a next transaction (completers of them run side
 // by side, each on a connection of its own), each under a savepoint of
 // its own (a report's error rolls back its own changes only), so that one
-// log flush acknowledges many. An idle store sends a report alone, without
+// log flush acknowledges many. The plain reports of a group (see
+// settleGroup) skip the savepoints: they are settled set-based, with one
+// lock and one write for them all. An idle store sends a report alone, without
 // a savepoint and with no added delay.
 
 // maxGroup bounds the reports of one group, and completers is how many
@@ -97,8 +99,14 @@ func (s *Store) completeGroup(group []*report) {
 		return
 	}
 	err := s.tx(ctx, "complete a group", func(t *txn) error {
-		for i, r := range group {
+		for _, r := range group {
 			r.task, r.err = nil, nil
+		}
+		rest, err := settleGroup(t, group)
+		if err != nil {
+			return err
+		}
+		for i, r := range rest {
 			sp := fmt.Sprintf("report_%d", i)
 			if _, err := t.exec(`SAVEPOINT ` + sp); err != nil {
 				return wrap("savepoint", err)

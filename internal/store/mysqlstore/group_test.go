@@ -15,7 +15,8 @@ import (
 // TestCompleteGroup applies a group mixing good reports with a report on
 // an unknown run, one by the wrong worker and one past its lease: each
 // failure is its own (the others commit), and the lapsed run is expired
-// on the spot as a lone report would.
+// on the spot as a lone report would; a second report of a run the group
+// ended loses its lease.
 func TestCompleteGroup(t *testing.T) {
 	t.Parallel()
 	st := openDB(t, mysqltest.NewDatabase(t), "n1", nil)
@@ -35,9 +36,10 @@ func TestCompleteGroup(t *testing.T) {
 		{RunID: runs[1], WorkerID: "w2", Success: true, Now: now},
 		{RunID: runs[2], WorkerID: "w1", Success: true, Now: late},
 		{RunID: runs[3], WorkerID: "w1", Message: "boom", Now: now},
+		{RunID: runs[0], WorkerID: "w1", Success: true, Now: now}, // again: it ended
 	}
 	tasks, errs := mysqlstore.CompleteGroup(st, t.Context(), ps)
-	want := []error{nil, rota.ErrNotFound, rota.ErrLeaseLost, rota.ErrLeaseLost, nil}
+	want := []error{nil, rota.ErrNotFound, rota.ErrLeaseLost, rota.ErrLeaseLost, nil, rota.ErrLeaseLost}
 	for i, w := range want {
 		if (w == nil) != (errs[i] == nil) || w != nil && !errors.Is(errs[i], w) {
 			t.Errorf("report %d: error %v, want %v", i, errs[i], w)

@@ -177,6 +177,20 @@ func complete(t *txn, p store.RunCompleteParams) (*rota.Task, error) {
 // task (store.Settle) in the same write of the task row; a run of the
 // history is ended in its own row.
 func finishRun(t *txn, h *heldRun, status rota.Status, msg string, run store.SettleRun) error {
+	wasDone, st, err := endRun(t, h, status, msg, run)
+	if err != nil {
+		return err
+	}
+	if err := writeSettled(t, []*taskRow{h.task}, []int64{ms(run.Now)}); err != nil {
+		return err
+	}
+	return afterSettle(t, h.task, wasDone, st, ms(run.Now))
+}
+
+// endRun ends the held run with status and message msg (a run of the
+// history in its own row, the task row's run in memory) and settles its
+// task in memory (store.Settle, unless it was done before).
+func endRun(t *txn, h *heldRun, status rota.Status, msg string, run store.SettleRun) (wasDone bool, st store.Settled, err error) {
 	row := h.task
 	now := ms(run.Now)
 	row.Running = max(row.Running-1, 0)
@@ -186,29 +200,23 @@ func finishRun(t *txn, h *heldRun, status rota.Status, msg string, run store.Set
 	if h.hist != nil {
 		if _, err := t.exec(`UPDATE run_history SET status = ?, end_time = ?, lease_expires_at = 0, message = ?, run_live = NULL
 			WHERE id = ?`, string(status), now, msg, h.hist.ID); err != nil {
-			return wrap("end run "+h.hist.ID, err)
+			return false, st, wrap("end run "+h.hist.ID, err)
 		}
 		h.hist.Status = status
 	} else {
 		row.run.status, row.run.end, row.run.lease, row.run.message = string(status), now, 0, msg
 	}
-	wasDone := row.Done
-	var st store.Settled
+	wasDone = row.Done
 	if !wasDone {
 		st = row.Settle(run)
 	}
-	var result any
-	if len(row.Result) > 0 {
-		result = string(row.Result)
-	}
-	if _, err := t.exec(`UPDATE tasks SET status = ?, done = ?, avail = ?, failures = ?, successes = ?, running = ?,
-		run_at = ?, end_time = ?, message = ?, result = ?, updated_at = ?, run_status = ?, run_end = ?, run_lease = ?,
-		run_message = ?, run_live = CASE WHEN ? = 'RUNNING' THEN 1 END WHERE id = ?`,
-		string(row.Status), boolInt(row.Done), boolInt(row.Avail), row.Failures, row.Successes, row.Running,
-		ms(row.RunAt), ms(row.EndTime), row.Message, result, now, row.run.status, row.run.end, row.run.lease,
-		row.run.message, row.run.status, row.ID); err != nil {
-		return wrap("settle task "+row.ID, err)
-	}
+	return wasDone, st, nil
+}
+
+// afterSettle does what a settled task needs beside its row: the wake-up
+// of its kind when it is claimable again, the stop of its other runs, its
+// dependents.
+func afterSettle(t *txn, row *taskRow, wasDone bool, st store.Settled, now int64) error {
 	if wasDone {
 		return nil
 	}
