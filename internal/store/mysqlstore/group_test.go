@@ -87,3 +87,50 @@ func tasksOf(t *testing.T, st *mysqlstore.Store, runID string) string {
 	t.Fatalf("no task has run %s", runID)
 	return ""
 }
+
+// TestCompleteGroupRetry settles a retried failure in a group (set-based:
+// the task is claimable again at once) and its second attempt in the next
+// group (per report: its first run is in run_history), beside a plain
+// report each time.
+func TestCompleteGroupRetry(t *testing.T) {
+	t.Parallel()
+	st := openDB(t, mysqltest.NewDatabase(t), "n1", nil)
+	f := storetest.NewFixture(t, st)
+	now := f.At(time.Second)
+	for range 3 {
+		f.InsertNew("g", f.At(0))
+	}
+	runs := f.Claim("w1", now, 2, "g").Runs
+	noBackoff := func(int) time.Duration { return 0 }
+	tasks, errs := mysqlstore.CompleteGroup(st, t.Context(), []store.RunCompleteParams{
+		{RunID: runs[0].RunID, WorkerID: "w1", Retry: true, Message: "boom", Backoff: noBackoff, Now: now},
+		{RunID: runs[1].RunID, WorkerID: "w1", Success: true, Now: now},
+	})
+	if errs[0] != nil || errs[1] != nil || tasks[0].Status != rota.StatusScheduled || tasks[1].Status != rota.StatusSuccess {
+		t.Fatalf("first group: %v, %v; tasks %+v, %+v", errs[0], errs[1], tasks[0], tasks[1])
+	}
+	again := f.Claim("w1", now, 2, "g").Runs
+	if len(again) != 2 {
+		t.Fatalf("claimed %d, want the retried task and the third", len(again))
+	}
+	ps := make([]store.RunCompleteParams, len(again))
+	for i, r := range again {
+		ps[i] = store.RunCompleteParams{RunID: r.RunID, WorkerID: "w1", Success: true, Now: now}
+	}
+	tasks, errs = mysqlstore.CompleteGroup(st, t.Context(), ps)
+	for i, tk := range tasks {
+		if errs[i] != nil || tk.Status != rota.StatusSuccess {
+			t.Fatalf("second group, report %d: %v, task %+v", i, errs[i], tk)
+		}
+		wantRuns := 1
+		if tk.ID == runs[0].TaskID {
+			wantRuns = 2
+		}
+		if len(tk.Runs) != wantRuns || tk.Runs[len(tk.Runs)-1].Status != rota.StatusSuccess {
+			t.Errorf("task %s: runs %+v, want %d ending SUCCESS", tk.ID, tk.Runs, wantRuns)
+		}
+	}
+	if err := st.Check(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
