@@ -25,6 +25,12 @@ const maxBatchBytes = 4 << 20
 // Each run's goroutine waits in report until its report is acknowledged or
 // given up, so Run (and Stop) wait for every report as they wait for the
 // runs.
+//
+// Reports waiting for their acknowledgement are bounded: a handler frees
+// its slot when it returns, so a server that acknowledges reports slower
+// than it hands out runs would otherwise let them pile up (a goroutine and
+// a run's state each). Once maxWaitingReports wait, the claim loops wait
+// for room (waitRoom) before they claim again.
 type reporter struct {
 	// Immutable.
 	w    *Worker
@@ -36,7 +42,13 @@ type reporter struct {
 	queue   []*pendingReport // waiting for the next batch, in arrival order
 	running bool             // a flush goroutine is sending the queue
 	single  bool             // the server has no batch endpoint
+	waiting int              // reports made and not yet acknowledged or given up
+	room    chan struct{}    // closed when waiting drops below the bound; nil while below
 }
+
+// maxWaitingReports is how many reports may wait for their
+// acknowledgement before the worker stops claiming: a full batch.
+const maxWaitingReports = rotaclient.MaxReports
 
 func newReporter(w *Worker, base context.Context) *reporter {
 	return &reporter{w: w, base: base}
@@ -64,6 +76,8 @@ func (r *reporter) report(base context.Context, st *runState, lease time.Time, r
 		p.size += len(raw)
 	}
 	r.mu.Lock()
+	r.waiting++
+	defer r.done()
 	if r.single {
 		r.mu.Unlock()
 		st.sendOne(base, lease, rep)
@@ -78,6 +92,39 @@ func (r *reporter) report(base context.Context, st *runState, lease time.Time, r
 	<-p.done
 	if p.single {
 		st.sendOne(base, lease, rep)
+	}
+}
+
+// done counts a report as no longer waiting and makes room for claims when
+// the waiting ones drop below the bound.
+func (r *reporter) done() {
+	r.mu.Lock()
+	r.waiting--
+	if r.room != nil && r.waiting < maxWaitingReports {
+		close(r.room)
+		r.room = nil
+	}
+	r.mu.Unlock()
+}
+
+// waitRoom returns once fewer than maxWaitingReports reports wait for
+// their acknowledgement; false if stop closed first.
+func (r *reporter) waitRoom(stop <-chan struct{}) bool {
+	r.mu.Lock()
+	if r.waiting < maxWaitingReports {
+		r.mu.Unlock()
+		return true
+	}
+	if r.room == nil {
+		r.room = make(chan struct{})
+	}
+	room := r.room
+	r.mu.Unlock()
+	select {
+	case <-room:
+		return true
+	case <-stop:
+		return false
 	}
 }
 

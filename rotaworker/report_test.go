@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rotahq/rota/rotaclient"
 	"github.com/rotahq/rota/rotaworker"
 )
 
@@ -280,4 +281,44 @@ func TestStopWaitsForPendingReports(t *testing.T) {
 	if len(f.reports["r0"]) != 1 || len(f.reports["r1"]) != 1 || f.reports["r1"][0].Outcome != "succeed" {
 		t.Errorf("reports %+v", f.reports)
 	}
+}
+
+// TestWaitingReportsBoundClaims: while the server does not acknowledge
+// reports, a worker whose handlers return at once stops claiming once a
+// full batch of reports waits (each would hold a goroutine and a run's
+// state), and claims again when they are acknowledged.
+func TestWaitingReportsBoundClaims(t *testing.T) {
+	t.Parallel()
+	const runs = 3000
+	f := &fakeRota{runs: runs, gate: make(chan struct{})}
+	f.start(t, 50, nil, func(ctx context.Context, task *rotaworker.Task[json.RawMessage]) error { return nil })
+	var open sync.Once
+	release := func() { open.Do(func() { close(f.gate) }) }
+	t.Cleanup(release) // before the worker's stop, which waits for the reports
+
+	handed := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.handed
+	}
+	// Wait until the hand-outs stop growing.
+	last, still := -1, 0
+	for deadline := time.Now().Add(20 * time.Second); still < 10; {
+		if time.Now().After(deadline) {
+			t.Fatalf("claims never stopped: %d of %d runs handed out", handed(), runs)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if n := handed(); n != last {
+			last, still = n, 0
+			continue
+		}
+		still++
+	}
+	// The bound (rotaclient.MaxReports waiting) plus what one claim and the
+	// runs in hand may add.
+	if last < rotaclient.MaxReports || last > rotaclient.MaxReports+200 {
+		t.Fatalf("claims stopped after %d runs handed out, want about %d", last, rotaclient.MaxReports)
+	}
+	release()
+	f.waitReports(t, runs)
 }

@@ -532,6 +532,9 @@ func (w *Worker) claimLoop(ctx, base context.Context, kh *kindHandler, runs *syn
 	log := w.log.With("kind", kh.kind)
 	var fails int
 	for {
+		if !w.rep.waitRoom(w.stopping) {
+			return
+		}
 		n, ok := kh.hand.reserve(w.stopping)
 		if !ok {
 			return
