@@ -108,3 +108,9 @@ func MigrateTo(ctx context.Context, url, schema string, n int) error {
 	defer pool.Close()
 	return migrateTo(ctx, pool, schema, n)
 }
+
+// CompleteLocked settles a report by the general path alone (lock, then
+// write), never completeFastSQL: what the one-statement path must match.
+func CompleteLocked(s *Store, ctx context.Context, p store.RunCompleteParams) (*rota.Task, error) {
+	return s.completeOne(ctx, p)
+}
