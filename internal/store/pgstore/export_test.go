@@ -23,6 +23,7 @@ var (
 	HeartbeatRowSQL = heartbeatRowSQL
 	SettleTaskSQL   = settleTaskSQL
 	ExpiredTasksSQL = expiredTasksSQL
+	CompleteFastSQL = completeFastSQL
 )
 
 // RoundSlots exposes the Go transcription of round_slot to the tests.
