@@ -77,6 +77,16 @@ func (s *Store) completer() {
 func (s *Store) completeGroup(group []*completeReq) {
 	live := liveRequests(group, func(r *completeReq) context.Context { return r.ctx },
 		func(r *completeReq, err error) { r.res <- completeRes{err: s.translate("complete run", err)} })
+	fast := s.completeFast(live)
+	rest := live[:0:0]
+	for i, r := range live {
+		if fast[i] != nil {
+			r.res <- completeRes{task: fast[i]}
+			continue
+		}
+		rest = append(rest, r)
+	}
+	live = rest
 	switch len(live) {
 	case 0:
 		return
@@ -102,7 +112,8 @@ func (s *Store) completeGroup(group []*completeReq) {
 	}
 }
 
-// completeMany settles several reports in one transaction, each as
+// completeMany settles several reports in one transaction (those
+// completeFast did not settle), each as
 // completeOne would, in order, so that two reports on one task see each
 // other's effect; each report is answered with its task as the group left
 // it. Per-report errors are in the results; the error is the

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
 	"github.com/rotahq/rota/internal/store/pgstore"
@@ -101,7 +103,7 @@ func TestCompleteGroupMatchesOneByOne(t *testing.T) {
 	}
 	var expired int
 	for i, p := range reports {
-		want, wantErr := single.RunComplete(t.Context(), p)
+		want, wantErr := pgstore.CompleteLocked(single, t.Context(), p)
 		if code(gotErrs[i]) != code(wantErr) {
 			t.Errorf("report %d (%s): grouped error %v, one by one %v", i, p.RunID, gotErrs[i], wantErr)
 		}
@@ -221,4 +223,76 @@ func code(err error) rota.Code {
 		return re.Code
 	}
 	return "other"
+}
+
+// TestCompleteFastAnswers settles, in one group through the one-statement
+// path, success reports whose answer is more than the row: a retried task
+// (its first run in run_log), a parent (its dependent released by the
+// trigger) and a child (its dependency listed), under a kind with a
+// MaxRunning cap. Each answer must be the task as read after.
+func TestCompleteFastAnswers(t *testing.T) {
+	t.Parallel()
+	st := openSchema(t, newSchema(t), "f")
+	f := storetest.NewFixture(t, st)
+	ctx := t.Context()
+	now := f.At(time.Second)
+	maxRunning := 10
+	if _, err := st.KindUpsert(ctx, store.KindUpsertParams{Name: "k", MaxRunning: &maxRunning}); err != nil {
+		t.Fatal(err)
+	}
+	retried := f.Params("k", now)
+	retried.MaxRetries = 1
+	f.Insert(retried)
+	f.Fail("w1", f.ClaimOne("w1", now, "k").RunID, now, func(int) time.Duration { return 0 })
+	parent := f.InsertNew("k", now)
+	child := f.Params("k", now)
+	child.DependsOn = []string{parent.ID}
+	f.Insert(child)
+	res := f.Claim("w1", now, 10, "k")
+	if len(res.Runs) != 2 { // the retried task, the parent (the child waits)
+		t.Fatalf("claimed %d runs, want 2", len(res.Runs))
+	}
+	report := func(runs []rota.ClaimedRun) []*rota.Task {
+		ps := make([]store.RunCompleteParams, len(runs))
+		for i, r := range runs {
+			ps[i] = store.RunCompleteParams{RunID: r.RunID, WorkerID: "w1", Success: true, Now: now, Message: "done",
+				Result: []byte(`{"n":1}`)}
+		}
+		tasks, errs, err := pgstore.CompleteGroup(st, ctx, ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("report %d: %v", i, err)
+			}
+			if d := cmp.Diff(f.Get(tasks[i].ID), tasks[i]); d != "" {
+				t.Errorf("answer for task %s differs from the task read (-read +answer):\n%s", tasks[i].ID, d)
+			}
+		}
+		return tasks
+	}
+	for _, task := range report(res.Runs) {
+		switch task.ID {
+		case retried.ID:
+			if len(task.Runs) != 2 || task.Runs[0].Status != rota.StatusFailed {
+				t.Errorf("retried task's runs: %+v", task.Runs)
+			}
+		case parent.ID:
+			if len(task.Dependents) != 1 || task.Dependents[0] != child.ID {
+				t.Errorf("parent's dependents: %v", task.Dependents)
+			}
+		}
+	}
+	// The trigger released the child: claim and report it.
+	run := f.ClaimOne("w1", now, "k")
+	if run.TaskID != child.ID {
+		t.Fatalf("claimed %s, want the child %s", run.TaskID, child.ID)
+	}
+	if got := report([]rota.ClaimedRun{run})[0]; len(got.DependsOn) != 1 || got.DependsOn[0] != parent.ID {
+		t.Errorf("child's dependencies: %v", got.DependsOn)
+	}
+	if err := st.Check(ctx); err != nil {
+		t.Errorf("store inconsistent: %v", err)
+	}
 }

@@ -53,11 +53,12 @@ func TestCostPerTask(t *testing.T) {
 		// (lease); the worker's sighting (written only past a second) and
 		// stop flag; COMMIT.
 		storetest.CostHeartbeat: storetest.Transaction(5, 2),
-		// A report alone in its group. Batch 1: BEGIN; SELECT tasks FOR NO
-		// KEY UPDATE, with the run in its row. Batch 2: UPDATE tasks (run
-		// and task settled together); COMMIT. The task returned is the
-		// one in memory (a first attempt without dependencies: all of it).
-		storetest.CostComplete: storetest.Transaction(4, 2),
+		// A report alone in its group, one batch: BEGIN; UPDATE tasks …
+		// RETURNING (completeFastSQL: run and task settled together, the
+		// report's checks in its WHERE clause, no lock step; the task
+		// returned whole); COMMIT. 4 statements in 2 round trips before
+		// (a SELECT FOR NO KEY UPDATE first).
+		storetest.CostComplete: storetest.Transaction(3, 1),
 		// As a claim, without its second batch's write: BEGIN; upsert
 		// workers; SELECT kinds FOR UPDATE; the pick; then COMMIT alone.
 		storetest.CostClaimEmpty: storetest.Transaction(5, 2),
@@ -157,11 +158,11 @@ func TestRowVersionsPerTask(t *testing.T) {
 	if d := cmp.Diff(want, withoutHot(grouped)); d != "" {
 		t.Errorf("row writes of %d tasks in groups (-want +got):\n%s", n, d)
 	}
-	// A group of reports, whatever its size. Batch 1: BEGIN; lock the
-	// tasks (SELECT FOR NO KEY UPDATE), with the runs in their rows.
-	// Batch 2: UPDATE of every settled task (with its run); COMMIT. The
-	// answers are the tasks in memory (first attempts: all of them).
-	wantGroup := storecost.Counts{Statements: 4, RoundTrips: 2, Commits: 1}
+	// A group of success reports, whatever its size, one batch: BEGIN;
+	// one UPDATE … FROM unnest … RETURNING of every task (completeFastSQL);
+	// COMMIT. Before: 4 statements in 2 round trips (the tasks locked
+	// first by a SELECT FOR NO KEY UPDATE).
+	wantGroup := storecost.Counts{Statements: 3, RoundTrips: 1, Commits: 1}
 	groupCost.Prepares = 0
 	if groupCost != wantGroup {
 		t.Errorf("a group of %d reports: %v, want %v", n, groupCost, wantGroup)

@@ -23,6 +23,7 @@ var (
 	HeartbeatRowSQL = heartbeatRowSQL
 	SettleTaskSQL   = settleTaskSQL
 	ExpiredTasksSQL = expiredTasksSQL
+	CompleteFastSQL = completeFastSQL
 )
 
 // RoundSlots exposes the Go transcription of round_slot to the tests.
@@ -36,13 +37,23 @@ func CompleteGroup(s *Store, ctx context.Context, ps []store.RunCompleteParams) 
 	for i, p := range ps {
 		group[i] = &completeReq{ctx: ctx, p: p}
 	}
-	res, err := s.completeMany(group)
+	tasks, errs := s.completeFast(group), make([]error, len(group))
+	var rest []*completeReq
+	var at []int
+	for i, r := range group {
+		if tasks[i] == nil {
+			rest, at = append(rest, r), append(at, i)
+		}
+	}
+	if len(rest) == 0 {
+		return tasks, errs, nil
+	}
+	res, err := s.completeMany(rest)
 	if err != nil {
 		return nil, nil, err
 	}
-	tasks, errs := make([]*rota.Task, len(res)), make([]error, len(res))
-	for i, r := range res {
-		tasks[i], errs[i] = r.task, r.err
+	for j, r := range res {
+		tasks[at[j]], errs[at[j]] = r.task, r.err
 	}
 	return tasks, errs, nil
 }
@@ -97,4 +108,10 @@ func MigrateTo(ctx context.Context, url, schema string, n int) error {
 	}
 	defer pool.Close()
 	return migrateTo(ctx, pool, schema, n)
+}
+
+// CompleteLocked settles a report by the general path alone (lock, then
+// write), never completeFastSQL: what the one-statement path must match.
+func CompleteLocked(s *Store, ctx context.Context, p store.RunCompleteParams) (*rota.Task, error) {
+	return s.completeOne(ctx, p)
 }
