@@ -257,11 +257,15 @@ func TestClusterThreeNodes(t *testing.T) {
 
 // clusterThreeNodes is TestClusterThreeNodes on the nodes start makes.
 func clusterThreeNodes(t *testing.T, start func(id string) *clusterNode) {
+	clusterThreeNodesOf(t, start, 10_000)
+}
+
+// clusterThreeNodesOf is clusterThreeNodes with n tasks.
+func clusterThreeNodesOf(t *testing.T, start func(id string) *clusterNode, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	nodes := []*clusterNode{start("c1"), start("c2"), start("c3")}
 
-	const n = 10_000
 	var ids []string
 	for i, node := range nodes {
 		part := n / len(nodes)

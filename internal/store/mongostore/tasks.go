@@ -81,6 +81,9 @@ func (s *Store) insertOne(ctx context.Context, p store.TaskInsertParams, i int, 
 		}
 	}
 	t.derive()
+	if _, _, err := s.stageReady(ctx, t); err != nil {
+		return nil, store.TaskInsertResult{}, err
+	}
 	if _, err := s.tasks.InsertOne(ctx, t); err != nil {
 		if p.Key != "" {
 			_, _ = s.keys.DeleteOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: keyID(p.Kind, p.Key)}, {Key: "task", Value: p.ID}})
