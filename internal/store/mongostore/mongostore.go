@@ -190,6 +190,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			s.log.Warn("mongostore: indexes not (re)created", "url", Redact(cfg.URL), "err", err)
 		}
 	}
+	if err := s.backfillReady(ctx); err != nil {
+		_ = client.Disconnect(context.Background())
+		return nil, fmt.Errorf("mongostore: ready entries of %s: %w", Redact(cfg.URL), err)
+	}
 	return s, nil
 }
 

@@ -2,13 +2,13 @@ package mongostore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/rotahq/rota"
 )
@@ -38,9 +38,10 @@ type readyDoc struct {
 	Kind    string   `bson:"k"`
 	Level   int      `bson:"l"`
 	Pinned  bool     `bson:"p"`
-	Workers []string `bson:"w"`  // worker_ids of a pinned task
-	RunAt   int64    `bson:"at"` // unix ms
-	Holds   []string `bson:"h"`  // workers that run it or have succeeded it
+	Workers []string `bson:"w"`    // worker_ids of a pinned task
+	RunAt   int64    `bson:"at"`   // unix ms
+	Holds   []string `bson:"h"`    // workers that run it or have succeeded it
+	Made    int64    `bson:"made"` // wall clock, unix ms (see stale)
 }
 
 // readyOf is t's entry as of its version t.V.
@@ -74,7 +75,7 @@ func (s *Store) stageReady(ctx context.Context, t *taskDoc) (old string, undo fu
 	}
 	e := readyOf(t)
 	if rk := e.content(); t.Ready == "" || rk != t.RK {
-		e.ID = fmt.Sprintf("%s/%d/%08x", t.ID, t.V, rand.Uint32())
+		e.ID, e.Made = fmt.Sprintf("%s/%d/%08x", t.ID, t.V, rand.Uint32()), time.Now().UnixMilli()
 		if _, err := s.ready.InsertOne(ctx, e); err != nil {
 			return old, undo, wrap("insert ready entry of "+t.ID, err)
 		}
@@ -95,16 +96,21 @@ func (s *Store) dropReady(ctx context.Context, old string, t *taskDoc) {
 }
 
 // stale reports whether entry e can be deleted, t being its task as read
-// (nil: none): the task is gone, or has reached e's version without
-// naming e (e was a lost or superseded write's; versions only grow, so it
-// never becomes current). An entry ahead of its task is a write in
-// flight.
-func stale(e *readyDoc, t *taskDoc) bool {
-	return t == nil || t.V >= e.V && t.Ready != e.ID
+// (nil: none): the task has reached e's version without naming e (e was
+// a lost or superseded write's; versions only grow, so it never becomes
+// current), or is gone and e is older than staleTicket (a task's insert
+// follows its entry's: a younger entry may be an insert in flight). An
+// entry ahead of its task is a write in flight.
+func stale(e *readyDoc, t *taskDoc, now time.Time) bool {
+	if t == nil {
+		return now.UnixMilli()-e.Made > staleTicket.Milliseconds()
+	}
+	return t.V >= e.V && t.Ready != e.ID
 }
 
 // pickedTask reads the task of picked entry e, deleting e when stale;
-// nil when e is stale or its task not claimable by p's worker now.
+// nil when e is stale, its task not written yet or not claimable now
+// (claimable says).
 func (s *Store) pickedTask(ctx context.Context, e *readyDoc, claimable func(*taskDoc) bool) (*taskDoc, error) {
 	t, found, err := s.getTask(ctx, id(e.Task))
 	if err != nil {
@@ -113,13 +119,13 @@ func (s *Store) pickedTask(ctx context.Context, e *readyDoc, claimable func(*tas
 	if !found {
 		t = nil
 	}
-	if stale(e, t) {
-		if _, err := s.ready.DeleteOne(ctx, id(e.ID)); err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+	if stale(e, t, time.Now()) {
+		if _, err := s.ready.DeleteOne(ctx, id(e.ID)); err != nil {
 			return nil, wrap("delete stale ready entry", err)
 		}
 		return nil, nil
 	}
-	if !claimable(t) {
+	if t == nil || !claimable(t) {
 		return nil, nil
 	}
 	return t, nil
@@ -134,4 +140,28 @@ func readyFilter(kind, worker string, pinnedOnly bool, now int64) bson.D {
 		return append(f, bson.E{Key: "w", Value: worker})
 	}
 	return append(f, bson.E{Key: "$or", Value: bson.A{bson.D{{Key: "p", Value: false}}, bson.D{{Key: "w", Value: worker}}}})
+}
+
+// backfillReady gives the claimable tasks that have no ready entry (a
+// database written before the ready collection) theirs: one write of
+// each (a find of them at every start, an index-less scan on FerretDB).
+func (s *Store) backfillReady(ctx context.Context) error {
+	docs, err := findAll[struct {
+		ID string `bson:"_id"`
+	}](ctx, s.tasks, bson.D{{Key: "avail", Value: true}, {Key: "ready", Value: bson.D{{Key: "$exists", Value: false}}}},
+		"tasks without ready entry", options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return err
+	}
+	for _, d := range docs {
+		if _, _, err := s.mutateTask(ctx, id(d.ID), func(t *taskDoc) error {
+			if !t.Avail || t.Ready != "" {
+				return errNoWrite
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
