@@ -12,6 +12,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
+	_ "net/http/pprof" // -debug-listen
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -32,6 +34,7 @@ func run() error {
 	dir := flag.String("dir", "", "SQLite directory (default: a new temporary one)")
 	raw := flag.Bool("raw", false, "without the _id indexes that the tests add (see mongotest.Serve)")
 	profile := flag.String("cpuprofile", "", "write a CPU profile here when interrupted")
+	debug := flag.String("debug-listen", "", "serve Go's profiler (/debug/pprof/) on this loopback address")
 	flag.Parse()
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "ferretserve-")
@@ -56,6 +59,9 @@ func run() error {
 			return fmt.Errorf("profile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *debug != "" {
+		go func() { _ = http.ListenAndServe(*debug, nil) }() //nolint:gosec // a loopback tool
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
