@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	_ "modernc.org/sqlite" // FerretDB's own SQLite driver, to read its files
@@ -28,13 +30,32 @@ import (
 // collection's drop drops it with the table. It changes no result, only
 // the plan.
 func indexIDs(ctx context.Context, dir string, interval time.Duration) {
+	open := map[string]*idIndexer{} // by file: a connection kept open (opening parses the schema)
+	defer func() {
+		for _, x := range open {
+			_ = x.db.Close()
+		}
+	}()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.sqlite"))
+		seen := map[string]bool{}
 		for _, f := range files {
-			if err := indexIDsOf(ctx, f); err != nil && ctx.Err() == nil {
+			seen[f] = true
+			x, err := openIndexer(open[f], f)
+			if err == nil {
+				open[f] = x
+				err = indexIDsOf(ctx, x.db)
+			}
+			if err != nil && ctx.Err() == nil {
 				ferretLogger().Warn("mongotest: _id index", "file", f, "err", err)
+			}
+		}
+		for f, x := range open {
+			if !seen[f] {
+				_ = x.db.Close()
+				delete(open, f)
 			}
 		}
 		select {
@@ -45,16 +66,41 @@ func indexIDs(ctx context.Context, dir string, interval time.Duration) {
 	}
 }
 
-// indexIDsOf adds the missing _id indexes of one database file (opened
-// read-write but never created: a database FerretDB just dropped stays
-// gone).
-func indexIDsOf(ctx context.Context, file string) error {
+// idIndexer is a connection to one database file (the file's inode: a
+// database dropped and created again is a new file).
+type idIndexer struct {
+	db    *sql.DB
+	inode uint64
+}
+
+// openIndexer returns x when it is still on file's current inode, else a
+// new connection (opened read-write but never created: a database
+// FerretDB just dropped stays gone).
+func openIndexer(x *idIndexer, file string) (*idIndexer, error) {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return nil, fmt.Errorf("stat: %w", err)
+	}
+	var inode uint64
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		inode = st.Ino
+	}
+	if x != nil && x.inode == inode {
+		return x, nil
+	}
+	if x != nil {
+		_ = x.db.Close()
+	}
 	db, err := sql.Open("sqlite", "file:"+filepath.ToSlash(file)+"?mode=rw&_pragma=busy_timeout(10000)")
 	if err != nil {
-		return fmt.Errorf("open: %w", err)
+		return nil, fmt.Errorf("open: %w", err)
 	}
-	defer db.Close()
 	db.SetMaxOpenConns(1)
+	return &idIndexer{db: db, inode: inode}, nil
+}
+
+// indexIDsOf adds the missing _id indexes of one database.
+func indexIDsOf(ctx context.Context, db *sql.DB) error {
 	rows, err := db.QueryContext(ctx, `SELECT c.table_name FROM _ferretdb_collections c
 		WHERE NOT EXISTS (SELECT 1 FROM sqlite_master m WHERE m.type = 'index' AND m.name = c.table_name || '_rota_id')
 		AND EXISTS (SELECT 1 FROM sqlite_master m WHERE m.type = 'table' AND m.name = c.table_name)`)
