@@ -15,11 +15,12 @@ import (
 
 // TaskClaim implements store.Store. Per kind asked for, in order: take the
 // kind's claim lock (one findOneAndUpdate that also reads the kind's
-// settings, round position and rate bucket), read the candidates (one
-// find while the queue is short, one per level when it is long), pick
-// them by store.WeightedPick, start each picked task with one
-// compare-and-set of its document, and store the round position and
-// bucket while freeing the lock (one update).
+// settings, round position and rate bucket), read the candidates' ready
+// entries (one find while the queue is short, one per level when it is
+// long; see ready.go), pick them by store.WeightedPick, read each picked
+// task by _id and start it with one compare-and-set of its document, and
+// store the round position and bucket while freeing the lock (one
+// update).
 func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.TaskClaimResult, error) {
 	var res store.TaskClaimResult
 	now := store.Millis(p.Now)
