@@ -257,11 +257,16 @@ func TestClusterThreeNodes(t *testing.T) {
 
 // clusterThreeNodes is TestClusterThreeNodes on the nodes start makes.
 func clusterThreeNodes(t *testing.T, start func(id string) *clusterNode) {
+	clusterThreeNodesOf(t, start, 10_000, 3)
+}
+
+// clusterThreeNodesOf is clusterThreeNodes with n tasks whose runs lapse
+// after hbTimeout seconds without a heartbeat.
+func clusterThreeNodesOf(t *testing.T, start func(id string) *clusterNode, n, hbTimeout int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	nodes := []*clusterNode{start("c1"), start("c2"), start("c3")}
 
-	const n = 10_000
 	var ids []string
 	for i, node := range nodes {
 		part := n / len(nodes)
@@ -269,7 +274,7 @@ func clusterThreeNodes(t *testing.T, start func(id string) *clusterNode) {
 			part = n - len(ids)
 		}
 		ids = append(ids, submitBatch(t, ctx, "http://"+node.addr, "cluster", part,
-			map[string]any{"heartbeat_timeout_seconds": 3, "max_retries": 20},
+			map[string]any{"heartbeat_timeout_seconds": hbTimeout, "max_retries": 20},
 			func(i int) any { return map[string]any{"i": i} })...)
 	}
 	cmd := []string{"sh", "-c", "cat >/dev/null; echo ok"}

@@ -63,16 +63,26 @@ func (s *Store) mutateTask(ctx context.Context, filter bson.D, fn func(t *taskDo
 }
 
 // replaceTask writes t over the stored version t.V (then t.V+1): false
-// when another writer changed the document first.
+// when another writer changed the document first. Its ready entry
+// follows (see stageReady).
 func (s *Store) replaceTask(ctx context.Context, t *taskDoc) (bool, error) {
 	old := t.V
 	t.V++
 	t.derive()
+	entry, undo, err := s.stageReady(ctx, t)
+	if err != nil {
+		t.V = old
+		undo()
+		return false, err
+	}
 	ok, err := s.replaceVersioned(ctx, s.tasks, t.ID, old, t)
 	if !ok || err != nil {
 		t.V = old
+		undo()
+		return ok, err
 	}
-	return ok, err
+	s.dropReady(ctx, entry, t)
+	return true, nil
 }
 
 // replaceVersioned replaces document docID of c, stored at version old,

@@ -15,11 +15,12 @@ import (
 
 // TaskClaim implements store.Store. Per kind asked for, in order: take the
 // kind's claim lock (one findOneAndUpdate that also reads the kind's
-// settings, round position and rate bucket), read the candidates (one
-// find while the queue is short, one per level when it is long), pick
-// them by store.WeightedPick, start each picked task with one
-// compare-and-set of its document, and store the round position and
-// bucket while freeing the lock (one update).
+// settings, round position and rate bucket), read the candidates' ready
+// entries (one find while the queue is short, one per level when it is
+// long; see ready.go), pick them by store.WeightedPick, read each picked
+// task by _id and start it with one compare-and-set of its document, and
+// store the round position and bucket while freeing the lock (one
+// update).
 func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.TaskClaimResult, error) {
 	var res store.TaskClaimResult
 	now := store.Millis(p.Now)
@@ -73,28 +74,59 @@ func (s *Store) claimKind(ctx context.Context, p store.TaskClaimParams, kind str
 		}
 		return nil, now + store.RateWait(k.Rate, tokens).Milliseconds(), nil
 	}
-	queues, err := s.candidates(ctx, p, kind, budget, now)
-	if err != nil {
-		return nil, 0, err
-	}
-	picked, pos := store.WeightedPick(queues, k.PF, st.Pos, budget)
-	if len(picked) == 0 {
-		return nil, 0, nil
-	}
-	for _, t := range picked {
-		run, ok, err := s.startRunFresh(ctx, p, t, now)
-		if err != nil {
-			return runs, 0, err
-		}
-		if ok {
-			runs = append(runs, run)
-		}
+	runs, pos, err := s.claimPicked(ctx, p, kind, k.PF, st.Pos, budget, now)
+	if err != nil || pos == st.Pos && len(runs) == 0 {
+		return runs, 0, err
 	}
 	st.Pos, changed = pos, true
 	if k.Rate > 0 {
 		st.Tokens, st.TokensAt = tokens-float64(len(runs)), now
 	}
 	return runs, 0, nil
+}
+
+// maxStaleRounds bounds the rounds of a claim whose picks were stale
+// ready entries.
+const maxStaleRounds = 4
+
+// claimPicked picks up to budget ready entries of kind by
+// store.WeightedPick from round position pos (f its factor) and starts a
+// run of each picked task that is still claimable; when stale entries
+// took picks, it picks again (they are deleted as found). It returns the
+// runs and the new round position.
+func (s *Store) claimPicked(ctx context.Context, p store.TaskClaimParams, kind string, f, pos, budget int, now int64) ([]rota.ClaimedRun, int, error) {
+	var runs []rota.ClaimedRun
+	claimable := func(t *taskDoc) bool { return claimableBy(t, p, now) }
+	for range maxStaleRounds {
+		queues, err := s.candidates(ctx, p, kind, budget-len(runs), now)
+		if err != nil {
+			return runs, pos, err
+		}
+		var picked []*readyDoc
+		picked, pos = store.WeightedPick(queues, f, pos, budget-len(runs))
+		missed := 0
+		for _, e := range picked {
+			t, err := s.pickedTask(ctx, e, claimable)
+			if err != nil {
+				return runs, pos, err
+			}
+			if t == nil {
+				missed++
+				continue
+			}
+			run, ok, err := s.startRunFresh(ctx, p, t, now)
+			if err != nil {
+				return runs, pos, err
+			}
+			if ok {
+				runs = append(runs, run)
+			}
+		}
+		if missed == 0 || len(runs) >= budget {
+			break
+		}
+	}
+	return runs, pos, nil
 }
 
 // kindMutex serializes this process's claims of one kind before they
@@ -140,46 +172,36 @@ func (s *Store) kindBudget(ctx context.Context, k *kindDoc, st *kindState, max i
 	return min(budget, int(tokens)), tokens, nil
 }
 
-// candidates reads the claimable tasks of kind for p's worker at now, up
-// to max per level (plus a few, for the multi-worker tasks the worker
-// already holds), each level's queue pinned first, then by run_at and id.
-func (s *Store) candidates(ctx context.Context, p store.TaskClaimParams, kind string, max int, now int64) ([3][]*taskDoc, error) {
-	filter := bson.D{{Key: "kind", Value: kind}, {Key: "avail", Value: true}, {Key: "run_at", Value: bson.D{{Key: "$lte", Value: now}}}}
-	if p.PinnedOnly {
-		filter = append(filter, bson.E{Key: "worker_ids", Value: p.WorkerID})
-	} else {
-		filter = append(filter, bson.E{Key: "$or", Value: bson.A{bson.D{{Key: "pinned", Value: false}}, bson.D{{Key: "worker_ids", Value: p.WorkerID}}}})
-	}
-	limit := int64(max + 8)
-	if s.tickets {
-		// FerretDB scans the whole collection for any query but by _id:
-		// read more at once, so that a long queue rarely costs three
-		// more scans.
-		limit = int64(4*max + 64)
-	}
-	sort := bson.D{{Key: "level", Value: 1}, {Key: "pinned", Value: -1}, {Key: "run_at", Value: 1}, {Key: "_id", Value: 1}}
-	docs, err := findAll[taskDoc](ctx, s.tasks, filter, "candidates", options.Find().SetSort(sort).SetLimit(limit))
+// candidates reads the ready entries of the tasks of kind claimable by
+// p's worker at now, up to max per level, each level's queue pinned
+// first, then by run_at and task id: one find while the queue is short,
+// one per level when it is long.
+func (s *Store) candidates(ctx context.Context, p store.TaskClaimParams, kind string, max int, now int64) ([3][]*readyDoc, error) {
+	filter := readyFilter(kind, p.WorkerID, p.PinnedOnly, now)
+	limit := int64(max + 8) // a few more: entries a claim finds stale
+	sort := bson.D{{Key: "l", Value: 1}, {Key: "p", Value: -1}, {Key: "at", Value: 1}, {Key: "t", Value: 1}}
+	docs, err := findAll[readyDoc](ctx, s.ready, filter, "candidates", options.Find().SetSort(sort).SetLimit(limit))
 	if err != nil {
-		return [3][]*taskDoc{}, err
+		return [3][]*readyDoc{}, err
 	}
 	if int64(len(docs)) == limit { // a long queue: each level on its own
 		docs = docs[:0]
 		for level := range 3 {
-			lf := append(slices.Clone(filter), bson.E{Key: "level", Value: level})
-			more, err := findAll[taskDoc](ctx, s.tasks, lf, "candidates", options.Find().SetSort(sort).SetLimit(limit))
+			lf := append(slices.Clone(filter), bson.E{Key: "l", Value: level})
+			more, err := findAll[readyDoc](ctx, s.ready, lf, "candidates", options.Find().SetSort(sort).SetLimit(limit))
 			if err != nil {
-				return [3][]*taskDoc{}, err
+				return [3][]*readyDoc{}, err
 			}
 			docs = append(docs, more...)
 		}
 	}
-	var queues [3][]*taskDoc
+	var queues [3][]*readyDoc
 	for i := range docs {
-		t := &docs[i]
-		if t.Level < 0 || t.Level > 2 || len(queues[t.Level]) >= max || holds(t, p.WorkerID) {
+		e := &docs[i]
+		if e.Level < 0 || e.Level > 2 || len(queues[e.Level]) >= max {
 			continue
 		}
-		queues[t.Level] = append(queues[t.Level], t)
+		queues[e.Level] = append(queues[e.Level], e)
 	}
 	return queues, nil
 }
@@ -258,10 +280,10 @@ func (s *Store) TaskNextRunAt(ctx context.Context, kinds []string, now time.Time
 		return time.Time{}, false, nil
 	}
 	docs, err := findAll[struct {
-		RunAt int64 `bson:"run_at"`
-	}](ctx, s.tasks, bson.D{{Key: "kind", Value: bson.D{{Key: "$in", Value: kinds}}}, {Key: "avail", Value: true},
-		{Key: "run_at", Value: bson.D{{Key: "$gt", Value: store.Millis(now)}}}},
-		"next run", options.Find().SetSort(bson.D{{Key: "run_at", Value: 1}}).SetLimit(1).SetProjection(bson.D{{Key: "run_at", Value: 1}}))
+		RunAt int64 `bson:"at"`
+	}](ctx, s.ready, bson.D{{Key: "k", Value: bson.D{{Key: "$in", Value: kinds}}},
+		{Key: "at", Value: bson.D{{Key: "$gt", Value: store.Millis(now)}}}},
+		"next run", options.Find().SetSort(bson.D{{Key: "at", Value: 1}}).SetLimit(1).SetProjection(bson.D{{Key: "at", Value: 1}}))
 	if err != nil || len(docs) == 0 {
 		return time.Time{}, false, err
 	}

@@ -96,8 +96,8 @@ func TestCostPerTask(t *testing.T) {
 		got  []string
 		want int
 	}{
-		{"submit (insert, wake-up)", submit, 2},
-		{"claim (worker, lock, kind, state, find, task write, state write, unlock)", claim, 8 + tickets},
+		{"submit (ready entry, insert, wake-up)", submit, 3},
+		{"claim (worker, lock, kind, state, ready entries, task read, task write, entry gone, state write, unlock)", claim, 10 + tickets},
 		{"heartbeat (task read, task write, worker)", heartbeat, 3 + tickets},
 		{"complete (task read, task write)", complete, 2 + tickets},
 	} {

@@ -57,6 +57,10 @@ type taskDoc struct {
 	RW   []string `bson:"rw"`            // workers of RUNNING runs
 	WS   []string `bson:"ws"`            // workers of any run
 	Exp  int64    `bson:"exp,omitempty"` // earliest expiry of a RUNNING run
+	// Its entry in the ready collection while Avail (see ready.go),
+	// and that entry's content.
+	Ready string `bson:"ready,omitempty"`
+	RK    string `bson:"rk,omitempty"`
 }
 
 // runDoc is one run inside its task document.

@@ -175,6 +175,9 @@ func (s *Store) insertRun(ctx context.Context, sc *rota.Schedule, in *store.Sche
 		t.WorkerIDs = []string{rota.HTTPWorkerID}
 	}
 	t.derive()
+	if _, _, err := s.stageReady(ctx, t); err != nil {
+		return nil, "", err
+	}
 	if _, err := s.tasks.InsertOne(ctx, t); mongo.IsDuplicateKeyError(err) {
 		return nil, "", store.ConflictError("task %s already exists", in.TaskID)
 	} else if err != nil {

@@ -106,6 +106,7 @@ type Store struct {
 	fires   *mongo.Collection
 	cas     *mongo.Collection
 	state   *mongo.Collection
+	ready   *mongo.Collection
 
 	log     *slog.Logger
 	nodeID  string
@@ -179,10 +180,19 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	s.tickets = isFerretDB(pctx, s.db)
 	gate.on.Store(s.tickets && len(opts.Compressors) == 0)
 	s.streams = !s.tickets && offersChangeStreams(pctx, s.db) // FerretDB v1 has no change streams
-	if err := s.ensureIndexes(pctx); err != nil {
-		// Indexes only speed queries up; FerretDB v1 may drop the
-		// connection when they already exist.
-		s.log.Warn("mongostore: indexes not (re)created", "url", Redact(cfg.URL), "err", err)
+	// FerretDB v1 uses no index but _id's (its queries filter in Go
+	// after reading the whole collection) while every write of a
+	// document recomputes each index's JSON expressions: on FerretDB the
+	// indexes cost and never serve.
+	if !s.tickets {
+		if err := s.ensureIndexes(pctx); err != nil {
+			// Indexes only speed queries up.
+			s.log.Warn("mongostore: indexes not (re)created", "url", Redact(cfg.URL), "err", err)
+		}
+	}
+	if err := s.backfillReady(ctx); err != nil {
+		_ = client.Disconnect(context.Background())
+		return nil, fmt.Errorf("mongostore: ready entries of %s: %w", Redact(cfg.URL), err)
 	}
 	return s, nil
 }
@@ -194,7 +204,7 @@ func newStore(client *mongo.Client, db *mongo.Database, cfg Config) *Store {
 		workers: db.Collection("workers"), nodes: db.Collection("nodes"), meta: db.Collection("meta"),
 		notify: db.Collection("notify"), events: db.Collection("events"), tokens: db.Collection("tokens"),
 		audit: db.Collection("audit"), scheds: db.Collection("schedules"), fires: db.Collection("schedule_fires"),
-		cas: db.Collection("cas"), state: db.Collection("kind_state"),
+		cas: db.Collection("cas"), state: db.Collection("kind_state"), ready: db.Collection("ready"),
 		log: cfg.Logger, nodeID: cfg.NodeID, poll: cfg.PollInterval,
 		known: map[string]bool{}, claimMu: map[string]*sync.Mutex{}, runTask: map[string]string{}, closed: make(chan struct{}),
 	}
@@ -225,7 +235,7 @@ func isFerretDB(ctx context.Context, db *mongo.Database) bool {
 }
 
 // ensureIndexes creates the indexes of the hot paths: a claim's candidates
-// by kind, availability and due time; a run's task by run id; the reaper's
+// (ready entries) by kind, level and due time; a run's task by run id; the reaper's
 // running tasks by expiry; a worker's tasks.
 func (s *Store) ensureIndexes(ctx context.Context) error {
 	idx := func(keys ...string) mongo.IndexModel {
@@ -241,6 +251,8 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 	}{
 		{s.tasks, []mongo.IndexModel{idx("kind", "avail", "level", "run_at"), idx("rids"), idx("exp"), idx("ws"),
 			idx("sched", "fire"), idx("deps")}},
+		{s.ready, []mongo.IndexModel{{Keys: bson.D{{Key: "k", Value: 1}, {Key: "l", Value: 1}, {Key: "p", Value: -1},
+			{Key: "at", Value: 1}, {Key: "t", Value: 1}}}}},
 		{s.audit, []mongo.IndexModel{idx("at")}},
 		{s.events, []mongo.IndexModel{idx("at")}},
 		{s.tokens, []mongo.IndexModel{idx("hash")}},

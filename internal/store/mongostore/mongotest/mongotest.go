@@ -66,6 +66,23 @@ func startFerret() (*Server, error) {
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
+	s, err := Serve(addr, dir, os.Getenv("ROTA_TEST_FERRETDB_RAW") == "")
+	if err != nil {
+		return nil, err
+	}
+	stop := s.stop
+	s.stop = func() {
+		stop()
+		_ = os.RemoveAll(dir)
+	}
+	return s, nil
+}
+
+// Serve starts an embedded FerretDB v1 (SQLite backend, files in dir,
+// no fsync per commit) on addr; with idIndexes, it adds the _id indexes
+// that FerretDB's reads by _id can use (see indexIDs). Stop it with
+// Server.Close.
+func Serve(addr, dir string, idIndexes bool) (*Server, error) {
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{TCP: addr},
 		Handler:   "sqlite",
@@ -76,22 +93,37 @@ func startFerret() (*Server, error) {
 		return nil, fmt.Errorf("ferretdb: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
 	go func() {
-		defer close(done)
+		defer wg.Done()
 		_ = f.Run(ctx)
 	}()
 	if err := waitPort(addr, 10*time.Second); err != nil {
 		cancel()
+		wg.Wait()
 		return nil, err
+	}
+	if idIndexes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			indexIDs(ctx, dir, 100*time.Millisecond)
+		}()
 	}
 	u, _ := url.Parse(f.MongoDBURI())
 	u.Path = "/"
 	return &Server{URI: u.String(), Ferret: true, stop: func() {
 		cancel()
-		<-done
-		_ = os.RemoveAll(dir)
+		wg.Wait()
 	}}, nil
+}
+
+// Close stops a server Serve started.
+func (s *Server) Close() {
+	if s.stop != nil {
+		s.stop()
+	}
 }
 
 func waitPort(addr string, within time.Duration) error {
