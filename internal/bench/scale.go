@@ -55,7 +55,7 @@ func (b *bench) scaleDepth(ctx context.Context, run, n int, add addFunc) error {
 	m := b.cfg.ScaleTasks
 	var done atomic.Int64
 	finished := make(chan struct{})
-	kick := make(chan struct{}, 1)
+	kick := make(chan struct{}, refillers)
 	stop, err := b.worker(ctx, kind, func(payload, time.Time) {
 		d := done.Add(1)
 		if d == int64(m) {
@@ -96,28 +96,42 @@ func (b *bench) scaleDepth(ctx context.Context, run, n int, add addFunc) error {
 	return nil
 }
 
+// refillers submit concurrently: one alone fell behind a worker draining
+// a 1,000-task queue, which then ran near empty.
+const refillers = 4
+
 // refill submits one task of kind for each one done (in batches of up to
-// 1,000, at most total in all) until finished is closed.
+// 1,000 from refillers goroutines, at most total in all) until finished is
+// closed.
 func (b *bench) refill(ctx context.Context, kind string, total int, done *atomic.Int64, kick, finished <-chan struct{}) error {
-	sent := 0
-	for sent < total {
-		select {
-		case <-kick:
-		case <-finished:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+	var sent atomic.Int64
+	return parallel(refillers, func() error {
+		for {
+			select {
+			case <-kick:
+			case <-finished:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			for {
+				s := sent.Load()
+				k := min(done.Load()-s, scaleBatch, int64(total)-s)
+				if s >= int64(total) {
+					return nil
+				}
+				if k <= 0 {
+					break
+				}
+				if !sent.CompareAndSwap(s, s+k) {
+					continue
+				}
+				if err := b.submitN(ctx, kind, int(k)); err != nil {
+					return err
+				}
+			}
 		}
-		k := min(int(done.Load())-sent, scaleBatch, total-sent)
-		if k <= 0 {
-			continue
-		}
-		if err := b.submitN(ctx, kind, k); err != nil {
-			return err
-		}
-		sent += k
-	}
-	return nil
+	})
 }
 
 // submitN submits k no-op tasks of kind in one batch.
