@@ -154,7 +154,6 @@ type API struct {
 	maxBatchBody int64
 	bodyTimeout  time.Duration
 	inflight     *inflight    // shared: the in-flight body cap
-	fields       *fieldCache  // the JSON field names of the request types
 	health       *writeHealth // shared: the outcome of the last writes
 	schedChanged func(id string)
 	guard        *netguard.Guard
@@ -234,7 +233,6 @@ func New(cfg Config) (*API, error) {
 		a.guard = g
 	}
 	a.inflight = newInflight(cfg.MaxInflightBytes, cfg.InflightWait)
-	a.fields = &fieldCache{}
 	a.health = &writeHealth{}
 	sched, err := schedule.NewService(schedule.ServiceConfig{
 		Store: cfg.Store, Dispatcher: cfg.Dispatcher, Now: a.now, NewID: cfg.Dispatcher.NewID, Metrics: cfg.ScheduleMetrics,

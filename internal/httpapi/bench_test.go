@@ -34,7 +34,7 @@ func BenchmarkBatchSubmitValidate(b *testing.B) {
 	}
 	buf.WriteString(`]}`)
 	data := buf.Bytes()
-	a := &API{maxPayload: 1 << 20, fields: &fieldCache{}}
+	a := &API{maxPayload: 1 << 20}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {

@@ -89,9 +89,8 @@ func decodeStrict(data []byte, dst any, prefix string) error {
 	return decodeKnown(data, dst, prefix, jsonFields(reflect.TypeOf(dst)))
 }
 
-// decodeKnown is decodeStrict given the JSON names of dst's fields (see
-// fieldCache): the hot paths look them up once per type, not once per
-// request or batch item.
+// decodeKnown is decodeStrict given the JSON names of dst's fields
+// (jsonFields).
 func decodeKnown(data []byte, dst any, prefix string, known map[string]bool) error {
 	if isBlank(data) {
 		if prefix == "" {

@@ -118,7 +118,7 @@ func (a *API) decodeRequest(w http.ResponseWriter, r *http.Request, req any, bod
 			held = n
 		}
 		if body == bodyRequired || !isBlank(data) {
-			if err := decodeKnown(data, req, "", a.fields.of(reflect.TypeOf(req))); err != nil {
+			if err := decodeKnown(data, req, "", jsonFields(reflect.TypeOf(req))); err != nil {
 				return release, err
 			}
 		}

@@ -1,31 +1,6 @@
 package httpapi
 
-import (
-	"bytes"
-	"reflect"
-	"sync"
-)
-
-// fieldCache holds the JSON field names of the request types (jsonFields),
-// computed once per type: building them takes a map and reflection, which
-// per request — and per item of a batch of 1,000 — was the largest
-// allocation of the submit path.
-type fieldCache struct {
-	m sync.Map // reflect.Type → map[string]bool, never changed once stored
-}
-
-// of returns the JSON field names of the struct t points to (computed
-// each time on a nil cache).
-func (c *fieldCache) of(t reflect.Type) map[string]bool {
-	if c == nil {
-		return jsonFields(t)
-	}
-	if v, ok := c.m.Load(t); ok {
-		return v.(map[string]bool)
-	}
-	v, _ := c.m.LoadOrStore(t, jsonFields(t))
-	return v.(map[string]bool)
-}
+import "bytes"
 
 // maxQuickKeys bounds the keys quickKeys tracks (more: checkKeys decides).
 const maxQuickKeys = 32

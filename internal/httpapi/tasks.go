@@ -277,7 +277,7 @@ func (b *batchRequest) checkItems(a *API, now time.Time) error {
 	}
 	b.params = make([]store.TaskInsertParams, len(b.Tasks))
 	var refs map[string]int
-	known := a.fields.of(reflect.TypeFor[*submitRequest]())
+	known := jsonFields(reflect.TypeFor[*submitRequest]())
 	for i, raw := range b.Tasks {
 		// Checked without the item's path first: building "tasks[i].…"
 		// field names for every field of every item was most of what a

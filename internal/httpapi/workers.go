@@ -272,7 +272,7 @@ func (b *reportsRequest) validate(a *API) error {
 	for i, raw := range b.Reports {
 		prefix := fmt.Sprintf("reports[%d]", i)
 		var it rotaapi.ReportItem
-		if err := decodeKnown(raw, &it, prefix, a.fields.of(reflect.TypeFor[*rotaapi.ReportItem]())); err != nil {
+		if err := decodeKnown(raw, &it, prefix, jsonFields(reflect.TypeFor[*rotaapi.ReportItem]())); err != nil {
 			return err
 		}
 		p, err := checkReport(&it, a.maxPayload, prefix)
