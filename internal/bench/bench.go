@@ -10,7 +10,9 @@
 //     workers (start measured in the handler, on the same clock as the
 //     submit);
 //   - delayed: tasks due at exact instants spread over a window; lateness
-//     (handler start − due time) p50/p99/max.
+//     (handler start − due time) p50/p99/max;
+//   - scale (only when asked for): claim + complete tasks/s with 1,000 and
+//     with 1,000,000 tasks waiting, and the memory the deep queue takes.
 //
 // Each scenario also reports its cost per task: HTTP requests (counted in
 // the client; the claims, reports and heartbeats among them), and, when the server runs in this process, the store's
@@ -22,7 +24,7 @@
 // scenario (VmHWM, reset at the scenario's start through
 // /proc/self/clear_refs; Linux only). A server measured with --server is
 // another process: its CPU per 1,000 tasks and its peak RSS (sampled every
-// 100 ms) come from its /metrics (process_cpu_seconds_total,
+// 100 ms, --sample-every) come from its /metrics (process_cpu_seconds_total,
 // process_resident_memory_bytes).
 package bench
 
@@ -65,8 +67,8 @@ type Config struct {
 	Store string
 	// Runs repeats each scenario (default 3); figures are medians.
 	Runs int
-	// Scenarios to run, among "submit", "e2e", "latency", "delayed"
-	// (default all).
+	// Scenarios to run, among "submit", "e2e", "latency", "delayed" and
+	// "scale" (default all but scale).
 	Scenarios []string
 	// Clients submitting concurrently (default 32).
 	Clients int
@@ -83,6 +85,14 @@ type Config struct {
 	// Delayed tasks (default 2,000) due over DelayedOver (default 10 s).
 	Delayed     int
 	DelayedOver time.Duration
+	// ScaleWaiting are the queue depths of the scale scenario (default
+	// 1,000 and 1,000,000), ScaleTasks the tasks claimed and completed at
+	// each (default 20,000).
+	ScaleWaiting []int
+	ScaleTasks   int
+	// SampleEvery is the period of the samples of a --server's /metrics
+	// (default 100 ms).
+	SampleEvery time.Duration
 	// Out receives progress and the table (default os.Stdout).
 	Out io.Writer
 }
@@ -117,6 +127,15 @@ func (c *Config) defaults() {
 	}
 	if c.DelayedOver <= 0 {
 		c.DelayedOver = 10 * time.Second
+	}
+	if len(c.ScaleWaiting) == 0 {
+		c.ScaleWaiting = []int{1000, 1_000_000}
+	}
+	if c.SampleEvery <= 0 {
+		c.SampleEvery = 100 * time.Millisecond
+	}
+	if c.ScaleTasks <= 0 {
+		c.ScaleTasks = 20_000
 	}
 	if c.Out == nil {
 		c.Out = os.Stdout
@@ -156,7 +175,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 	}
 	b.url, b.c = url, client
 	if cfg.Server != "" {
-		b.remote = startRemote(ctx, url, &http.Client{Transport: tr})
+		b.remote = startRemote(ctx, url, &http.Client{Transport: tr}, cfg.SampleEvery)
 		defer b.remote.stop()
 	}
 	var rows rowSet
@@ -243,6 +262,8 @@ func (b *bench) scenario(ctx context.Context, run int, scn string, add addFunc) 
 		return b.latency(ctx, run, add)
 	case "delayed":
 		return b.delayed(ctx, run, add)
+	case "scale":
+		return b.scale(ctx, run, add)
 	}
 	return fmt.Errorf("unknown scenario %q", scn)
 }

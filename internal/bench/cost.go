@@ -103,7 +103,7 @@ func (b *bench) addCost(ctx context.Context, add addFunc, scn, what string, m0 m
 		// /metrics say.
 		if m.remoteOK && m0.remoteOK {
 			add(scn, what+": server CPU per 1,000 tasks", "s", (m.remoteCPU-m0.remoteCPU)*1000/float64(tasks))
-			add(scn, what+": server peak RSS (sampled every 100 ms)", "MiB", m.remoteRSS/(1<<20))
+			add(scn, fmt.Sprintf("%s: server peak RSS (sampled every %s)", what, fmtEvery(b.cfg.SampleEvery)), "MiB", m.remoteRSS/(1<<20))
 		}
 		return
 	}
@@ -188,11 +188,14 @@ type remoteServer struct {
 }
 
 // startRemote starts sampling the server at url; stop ends it.
-func startRemote(ctx context.Context, url string, hc *http.Client) *remoteServer {
+// Each sample is a scrape of /metrics, which reads the store (counts of
+// tasks by kind and status): every defaults to 100 ms; a deep queue (the
+// scale scenario) wants it rarer, or the samples load the store.
+func startRemote(ctx context.Context, url string, hc *http.Client, every time.Duration) *remoteServer {
 	r := &remoteServer{url: url, hc: hc, stopped: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
-		t := time.NewTicker(100 * time.Millisecond)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			if _, rss, ok := r.scrape(ctx); ok {
@@ -270,4 +273,12 @@ func parseProcessMetrics(body io.Reader) (cpu, rss float64, ok bool) {
 		}
 	}
 	return cpu, rss, seenCPU && seenRSS
+}
+
+// fmtEvery writes a sampling period as the table always did ("100 ms").
+func fmtEvery(d time.Duration) string {
+	if d%time.Second != 0 {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%d s", int(d.Seconds()))
 }

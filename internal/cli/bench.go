@@ -22,7 +22,9 @@ func newBenchCmd(env Env) *cobra.Command {
 median: submit throughput (single requests from --clients clients, and batches of 100),
 end-to-end no-op throughput through the Go SDK worker (--e2e-tasks), enqueue→start latency
 p50/p99/max at a steady --rate with idle workers, and the lateness of --delayed tasks due at
-exact instants over --delayed-over. Without --server it starts a server in this process on a
+exact instants over --delayed-over; and, asked for with --scenario scale, the claim + complete
+rate with --scale-waiting tasks waiting (default 1,000 and 1,000,000) and the memory of the deep
+queue. Without --server it starts a server in this process on a
 fresh embedded store with full durability (--relaxed to compare), or with --store on a fresh
 schema of a PostgreSQL database. Each scenario also reports its cost per task: HTTP requests,
 and for an in-process server the store's statements, round trips and commits (on the
@@ -57,7 +59,7 @@ its peak RSS (sampled every 100 ms) come from its /metrics. It prints a Markdown
 	f.BoolVar(&cfg.Relaxed, "relaxed", false, "in-process server with relaxed durability (no fsync per commit)")
 	f.StringVar(&cfg.Store, "store", "", "in-process server on this PostgreSQL URL (a fresh schema, dropped at the end), MySQL/MariaDB or MongoDB URL (its database as it is) or Redis URL (redis://host:6379/N: a fresh key prefix, deleted at the end) instead of an embedded store")
 	f.IntVar(&cfg.Runs, "runs", 3, "runs of each scenario; figures are medians")
-	f.StringSliceVar(&cfg.Scenarios, "scenario", nil, "scenarios to run: submit, e2e, latency, delayed (default all)")
+	f.StringSliceVar(&cfg.Scenarios, "scenario", nil, "scenarios to run: submit, e2e, latency, delayed, scale (default all but scale)")
 	f.IntVar(&cfg.Clients, "clients", 32, "concurrent submitting clients")
 	f.IntVar(&cfg.SubmitTasks, "submit-tasks", 10_000, "tasks per submit run")
 	f.IntVar(&cfg.E2ETasks, "e2e-tasks", 100_000, "tasks per end-to-end run")
@@ -66,6 +68,9 @@ its peak RSS (sampled every 100 ms) come from its /metrics. It prints a Markdown
 	f.DurationVar(&cfg.LatencyFor, "latency-for", 10*time.Second, "duration of the latency scenario")
 	f.IntVar(&cfg.Delayed, "delayed", 2000, "delayed tasks")
 	f.DurationVar(&cfg.DelayedOver, "delayed-over", 10*time.Second, "window over which the delayed tasks are due")
+	f.IntSliceVar(&cfg.ScaleWaiting, "scale-waiting", []int{1000, 1_000_000}, "queue depths of the scale scenario (tasks waiting while it claims)")
+	f.IntVar(&cfg.ScaleTasks, "scale-tasks", 20_000, "tasks claimed and completed at each depth of the scale scenario")
+	f.DurationVar(&cfg.SampleEvery, "sample-every", 100*time.Millisecond, "with --server: how often to read its /metrics for its peak RSS (each read counts the store's tasks: make it rarer with a deep queue)")
 	annotateEnv(cmd)
 	return cmd
 }

@@ -37,6 +37,31 @@ func TestServerMemoryLimit(t *testing.T) {
 	}
 }
 
+// TestServerGCPercent: --gc-percent sets the GC target, GOGC wins over it.
+// Not parallel: the target is the process's.
+func TestServerGCPercent(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(old) })
+	log := slog.New(slog.DiscardHandler)
+	env := func(v string) Env {
+		return Env{Getenv: func(k string) string {
+			if k == "GOGC" {
+				return v
+			}
+			return ""
+		}}
+	}
+	sf := &serverFlags{gcPercent: DefaultGCPercent}
+	sf.applyMemoryLimit(env(""), log)
+	if got := debug.SetGCPercent(100); got != DefaultGCPercent {
+		t.Errorf("gc percent %d, want %d", got, DefaultGCPercent)
+	}
+	sf.applyMemoryLimit(env("200"), log)
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("gc percent %d with GOGC set, want it untouched (100)", got)
+	}
+}
+
 func TestServerMemoryLimitNegative(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer

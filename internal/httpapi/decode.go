@@ -86,6 +86,12 @@ func joinPath(prefix, name string) string {
 // value of the wrong type, each naming the field by its path under prefix
 // (the path of the object itself, "" for the request body).
 func decodeStrict(data []byte, dst any, prefix string) error {
+	return decodeKnown(data, dst, prefix, jsonFields(reflect.TypeOf(dst)))
+}
+
+// decodeKnown is decodeStrict given the JSON names of dst's fields
+// (jsonFields).
+func decodeKnown(data []byte, dst any, prefix string, known map[string]bool) error {
 	if isBlank(data) {
 		if prefix == "" {
 			return rota.Errorf(rota.CodeMalformed, "the request body is empty: want a JSON object")
@@ -95,8 +101,10 @@ func decodeStrict(data []byte, dst any, prefix string) error {
 	if !json.Valid(data) {
 		return syntaxError(data, prefix)
 	}
-	if err := checkKeys(data, dst, prefix); err != nil {
-		return err
+	if !quickKeys(data, known) {
+		if err := checkKeys(data, known, prefix); err != nil {
+			return err
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -188,10 +196,10 @@ func syntaxError(data []byte, prefix string) error {
 }
 
 // checkKeys walks the top level of the object in data: it must be one
-// object, whose keys are each given once and spelled exactly as a json tag
-// of dst's struct type, followed by nothing but whitespace.
-func checkKeys(data []byte, dst any, prefix string) error {
-	known := jsonFields(reflect.TypeOf(dst))
+// object, whose keys are each given once and spelled exactly as in known
+// (the json tags of the destination's struct type), followed by nothing
+// but whitespace.
+func checkKeys(data []byte, known map[string]bool, prefix string) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	tok, err := dec.Token()

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"reflect"
 )
 
 // bodyMode says what a route does with the request body.
@@ -117,7 +118,7 @@ func (a *API) decodeRequest(w http.ResponseWriter, r *http.Request, req any, bod
 			held = n
 		}
 		if body == bodyRequired || !isBlank(data) {
-			if err := decodeStrict(data, req, ""); err != nil {
+			if err := decodeKnown(data, req, "", jsonFields(reflect.TypeOf(req))); err != nil {
 				return release, err
 			}
 		}

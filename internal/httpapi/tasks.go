@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -275,38 +276,61 @@ func (b *batchRequest) checkItems(a *API, now time.Time) error {
 		return rota.Invalid("tasks", "must hold 1 to %d tasks, got %d", maxBatch, n)
 	}
 	b.params = make([]store.TaskInsertParams, len(b.Tasks))
-	refs := make(map[string]int)
+	var refs map[string]int
+	known := jsonFields(reflect.TypeFor[*submitRequest]())
 	for i, raw := range b.Tasks {
-		prefix := fmt.Sprintf("tasks[%d]", i)
-		var s submitRequest
-		if err := decodeStrict(raw, &s, prefix); err != nil {
-			return err
-		}
-		p, err := s.check(a.maxPayload, prefix, now)
+		// Checked without the item's path first: building "tasks[i].…"
+		// field names for every field of every item was most of what a
+		// batch allocated. The checks depend on nothing else, so a
+		// failing item fails again, with its path, for the error.
+		p, ref, err := a.checkItem(raw, known, "", refs, now)
 		if err != nil {
+			if _, _, named := a.checkItem(raw, known, fmt.Sprintf("tasks[%d]", i), refs, now); named != nil {
+				err = named
+			}
 			return err
 		}
-		if err := a.checkAccepted(prefix+".kind", p.Kind); err != nil {
-			return err
-		}
-		if err := s.checkDeps(prefix, refs, &p); err != nil {
-			return err
-		}
-		if s.Ref != "" {
-			if err := checkName(prefix+".ref", s.Ref, maxKeyLen); err != nil {
-				return err
+		if ref != "" {
+			if j, dup := refs[ref]; dup {
+				return rota.Invalid(fmt.Sprintf("tasks[%d].ref", i), "is %s, already the ref of tasks[%d]", shortQuote(ref), j)
 			}
-			if strings.HasPrefix(s.Ref, refPrefix) {
-				return rota.Invalid(prefix+".ref", "must not start with %q", refPrefix)
+			if refs == nil {
+				refs = map[string]int{}
 			}
-			if j, dup := refs[s.Ref]; dup {
-				return rota.Invalid(prefix+".ref", "is %s, already the ref of tasks[%d]", shortQuote(s.Ref), j)
-			}
-			refs[s.Ref] = i
+			refs[ref] = i
 		}
 		b.params[i] = p
 	}
 	return nil
+}
+
+// checkItem decodes and checks one item of a batch whose fields sit under
+// the JSON path prefix; refs maps the refs of the items before it to their
+// index. It returns the insert and the item's ref.
+func (a *API) checkItem(raw []byte, known map[string]bool, prefix string, refs map[string]int, now time.Time) (store.TaskInsertParams, string, error) {
+	var s submitRequest
+	if err := decodeKnown(raw, &s, prefix, known); err != nil {
+		return store.TaskInsertParams{}, "", err
+	}
+	p, err := s.check(a.maxPayload, prefix, now)
+	if err != nil {
+		return p, "", err
+	}
+	if err := a.checkAccepted(joinPath(prefix, "kind"), p.Kind); err != nil {
+		return p, "", err
+	}
+	if err := s.checkDeps(prefix, refs, &p); err != nil {
+		return p, "", err
+	}
+	if s.Ref != "" {
+		if err := checkName(joinPath(prefix, "ref"), s.Ref, maxKeyLen); err != nil {
+			return p, "", err
+		}
+		if strings.HasPrefix(s.Ref, refPrefix) {
+			return p, "", rota.Invalid(joinPath(prefix, "ref"), "must not start with %q", refPrefix)
+		}
+	}
+	return p, s.Ref, nil
 }
 
 // taskSubmitBatch stores up to 1000 tasks in one transaction: all or none.

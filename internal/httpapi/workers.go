@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -271,7 +272,7 @@ func (b *reportsRequest) validate(a *API) error {
 	for i, raw := range b.Reports {
 		prefix := fmt.Sprintf("reports[%d]", i)
 		var it rotaapi.ReportItem
-		if err := decodeStrict(raw, &it, prefix); err != nil {
+		if err := decodeKnown(raw, &it, prefix, jsonFields(reflect.TypeFor[*rotaapi.ReportItem]())); err != nil {
 			return err
 		}
 		p, err := checkReport(&it, a.maxPayload, prefix)
