@@ -8,72 +8,13 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rotahq/rota/internal/store/mysqlstore"
 	"github.com/rotahq/rota/internal/store/mysqlstore/mysqltest"
+	"github.com/rotahq/rota/internal/tcpproxy"
 )
-
-// mysqlProxy forwards TCP connections from a loopback port to the test
-// MariaDB until cut, which closes the listener and every connection: to
-// Rota, the database is gone (its connections drop, new ones are refused).
-type mysqlProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	cutOff bool
-	wg     sync.WaitGroup
-}
-
-func startMySQLProxy(t *testing.T, listen, target string) *mysqlProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &mysqlProxy{ln: ln, target: target}
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			if p.cutOff { // accepted as cut closed the listener
-				p.mu.Unlock()
-				c.Close()
-				u.Close()
-				return
-			}
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			p.wg.Go(func() { io.Copy(u, c); u.Close() })
-			p.wg.Go(func() { io.Copy(c, u); c.Close() })
-		}
-	})
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *mysqlProxy) cut() {
-	p.ln.Close()
-	p.mu.Lock()
-	p.cutOff = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-	p.mu.Unlock()
-	p.wg.Wait()
-}
 
 // TestMySQLLostAnswersUnavailableAndRecovers runs a server on MariaDB
 // through a proxy, cuts the proxy while the server runs, and checks that
@@ -88,8 +29,8 @@ func TestMySQLLostAnswersUnavailableAndRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := mysqltest.NewDatabase(t)
-	proxy := startMySQLProxy(t, "127.0.0.1:0", mc.Addr)
-	addr := proxy.ln.Addr().String()
+	proxy := tcpproxy.Start(t, "127.0.0.1:0", mc.Addr)
+	addr := proxy.Addr()
 	ctx := context.Background()
 	s, err := New(ctx, Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), NodeID: "lost",
 		Store:  "mysql://" + mc.User + "@" + addr + "/" + db,
@@ -113,7 +54,7 @@ func TestMySQLLostAnswersUnavailableAndRecovers(t *testing.T) {
 	done := c.claimAndSucceed() // an acknowledged report
 	held := c.claim()           // a run whose report comes during the loss
 
-	proxy.cut()
+	proxy.Cut()
 	// Writes, claims and reports fail: 503 unavailable with Retry-After.
 	for _, a := range []apiAnswer{
 		callURL(t, "POST", base+"/api/tasks", `{"kind":"lost","task":{}}`),
@@ -128,7 +69,7 @@ func TestMySQLLostAnswersUnavailableAndRecovers(t *testing.T) {
 		t.Fatalf("readyz with the database gone: %+v, want not 200", a)
 	}
 
-	startMySQLProxy(t, addr, mc.Addr) // the database is back, same address
+	tcpproxy.Start(t, addr, mc.Addr) // the database is back, same address
 	waitReady(t, base, 30*time.Second)
 	c.succeed(held.RunID) // the refused report, sent again
 	for range 5 {

@@ -3,78 +3,15 @@ package pgstore_test
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store/pgstore"
 	"github.com/rotahq/rota/internal/store/storetest"
+	"github.com/rotahq/rota/internal/tcpproxy"
 )
-
-// tcpProxy forwards connections from a local port to target until cut,
-// which closes the listener and every connection.
-type tcpProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	cutOff bool // set by cut: a connection accepted just before is closed at once
-	wg     sync.WaitGroup
-}
-
-func startProxy(t *testing.T, listen, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{ln: ln, target: target}
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			if p.cutOff {
-				// Accepted as cut closed the listener: cut has already
-				// closed the connections it knew, so close this one here
-				// (else its copies would wait forever, and so would cut).
-				p.mu.Unlock()
-				c.Close()
-				u.Close()
-				return
-			}
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			p.wg.Go(func() { io.Copy(u, c); u.Close() })
-			p.wg.Go(func() { io.Copy(c, u); c.Close() })
-		}
-	})
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *tcpProxy) cut() {
-	p.ln.Close()
-	p.mu.Lock()
-	p.cutOff = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-	p.mu.Unlock()
-	p.wg.Wait()
-}
 
 // TestConnectionLossIsUnavailable cuts the store's way to PostgreSQL:
 // reads, writes and pings answer rota.ErrUnavailable (HTTP 503), and once
@@ -87,8 +24,8 @@ func TestConnectionLossIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := u.Host
-	proxy := startProxy(t, "127.0.0.1:0", target)
-	addr := proxy.ln.Addr().String()
+	proxy := tcpproxy.Start(t, "127.0.0.1:0", target)
+	addr := proxy.Addr()
 	u.Host = addr
 	q := u.Query()
 	q.Set("connect_timeout", "2")
@@ -103,7 +40,7 @@ func TestConnectionLossIsUnavailable(t *testing.T) {
 	f := storetest.NewFixture(t, st)
 	acked := f.InsertNew("k", f.At(0))
 
-	proxy.cut()
+	proxy.Cut()
 	ops := map[string]func() error{
 		"TaskInsert": func() error { _, err := st.TaskInsert(f.Ctx(), f.Params("k", f.At(time.Second))); return err },
 		"TaskGet":    func() error { _, err := st.TaskGet(f.Ctx(), acked.ID); return err },
@@ -116,7 +53,7 @@ func TestConnectionLossIsUnavailable(t *testing.T) {
 		}
 	}
 
-	startProxy(t, addr, target) // the database is back, same address
+	tcpproxy.Start(t, addr, target) // the database is back, same address
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		err := st.PingWrite(f.Ctx(), f.At(2*time.Second))

@@ -277,6 +277,20 @@ func (f *Fixture) Succeed(worker, runID string, now time.Time) *rota.Task {
 	return f.Complete(store.RunCompleteParams{RunID: runID, WorkerID: worker, Success: true, Message: "done", Now: now})
 }
 
+// CycleAlone inserts, claims (as worker) and completes n tasks of kind one
+// at a time, at now, and checks that each report's answer (made in memory
+// by the lean stores) is the task as stored.
+func (f *Fixture) CycleAlone(kind, worker string, now time.Time, n int) {
+	f.TB.Helper()
+	for range n {
+		f.InsertNew(kind, now)
+		answer := f.Succeed(worker, f.ClaimOne(worker, now, kind).RunID, now)
+		if d := cmp.Diff(f.Get(answer.ID), answer); d != "" {
+			f.TB.Fatalf("answer to a report differs from the task read (-read +answer):\n%s", d)
+		}
+	}
+}
+
 // Fail reports a retryable failure of worker's run at now, with message
 // "boom" and the given backoff.
 func (f *Fixture) Fail(worker, runID string, now time.Time, backoff func(int) time.Duration) *rota.Task {
