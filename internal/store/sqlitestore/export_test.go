@@ -85,3 +85,25 @@ func (s *Store) HoldWriterForTest() (release func()) {
 
 // QueuedForTest is the number of operations waiting for the writer.
 func (s *Store) QueuedForTest() int { return len(s.ops) }
+
+// CacheSizesForTest returns PRAGMA cache_size of the writer and of every
+// connection of the read pool (negative: KiB), holding them all at once so
+// that each is a different connection.
+func (s *Store) CacheSizesForTest(ctx context.Context) (writer int, readers []int, err error) {
+	if err := s.wdb.QueryRowContext(ctx, `PRAGMA cache_size`).Scan(&writer); err != nil {
+		return 0, nil, err
+	}
+	for range s.cfg.ReadConns {
+		c, err := s.rdb.Conn(ctx)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer c.Close()
+		var n int
+		if err := c.QueryRowContext(ctx, `PRAGMA cache_size`).Scan(&n); err != nil {
+			return 0, nil, err
+		}
+		readers = append(readers, n)
+	}
+	return writer, readers, nil
+}

@@ -55,6 +55,13 @@ type Config struct {
 	MaxBatch int
 	// ReadConns is the size of the read pool (default 4).
 	ReadConns int
+	// ReadCacheKiB is the page cache of each read connection in KiB
+	// (default 512; SQLite's own default is 2,000). Each cached page costs
+	// about twice its size in the C heap of modernc.org/sqlite (its
+	// allocator rounds a 4 KiB page plus header up to an 8 KiB slot), and
+	// a deep queue fills every cache: see "Scale and memory" in
+	// docs/architecture.md. The writer keeps SQLite's default.
+	ReadCacheKiB int
 	// Cost, when set, counts the store's statements and commits (package
 	// storecost); nil counts nothing.
 	Cost *storecost.Counter
@@ -112,6 +119,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.ReadConns <= 0 {
 		cfg.ReadConns = 4
 	}
+	if cfg.ReadCacheKiB <= 0 {
+		cfg.ReadCacheKiB = 512
+	}
 	if dir := filepath.Dir(cfg.Path); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("sqlitestore: create data directory: %w", err)
@@ -144,7 +154,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		wdb.Close()
 		return nil, err
 	}
-	rdb, err := sql.Open("sqlite", dsn("query_only(1)"))
+	rdb, err := sql.Open("sqlite", dsn("query_only(1)", fmt.Sprintf("cache_size(-%d)", cfg.ReadCacheKiB)))
 	if err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("sqlitestore: open read pool: %w", err)

@@ -260,3 +260,32 @@ func TestGroupedReportsRunAgainAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestReadCacheSize checks that every read connection gets the smaller
+// page cache (each one fills with a deep queue; see ReadCacheKiB) and
+// that the writer keeps SQLite's default.
+func TestReadCacheSize(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ cfg, want int }{{0, -512}, {256, -256}} {
+		st, err := sqlitestore.New(ctx, sqlitestore.Config{Path: filepath.Join(t.TempDir(), "rota.db"), ReadConns: 3, ReadCacheKiB: tc.cfg})
+		if err != nil {
+			t.Fatalf("open store: %v", err)
+		}
+		w, rs, err := st.CacheSizesForTest(ctx)
+		st.Close()
+		if err != nil {
+			t.Fatalf("cache sizes: %v", err)
+		}
+		if w != -2000 {
+			t.Errorf("ReadCacheKiB %d: writer cache_size %d, want -2000", tc.cfg, w)
+		}
+		if len(rs) != 3 {
+			t.Fatalf("ReadCacheKiB %d: %d read connections, want 3", tc.cfg, len(rs))
+		}
+		for i, r := range rs {
+			if r != tc.want {
+				t.Errorf("ReadCacheKiB %d: read connection %d cache_size %d, want %d", tc.cfg, i, r, tc.want)
+			}
+		}
+	}
+}
