@@ -1,16 +1,13 @@
 package e2e
 
-import (
-	"testing"
-
-	"github.com/rotahq/rota/internal/store/mongostore/mongotest"
-)
+import "testing"
 
 // TestLeaderKilledHandsOverMongo is TestLeaderKilledHandsOver on MongoDB:
-// the embedded FerretDB (or ROTA_TEST_MONGODB), a database of its own.
+// the embedded FerretDB in a process of its own (or ROTA_TEST_MONGODB), a
+// database of its own.
 func TestLeaderKilledHandsOverMongo(t *testing.T) {
 	t.Parallel()
-	db := clusterDB{"--store", mongotest.DB(t)}
+	db := clusterDB{"--store", mongoDB(t)}
 	leaderKilledHandsOver(t, func(id string) *clusterNode { return startNode(t, db, id) })
 }
 
@@ -35,6 +32,6 @@ const (
 // rerun owed to a lapsed run.
 func TestClusterThreeNodesMongo(t *testing.T) {
 	t.Parallel()
-	db := clusterDB{"--store", mongotest.DB(t)}
+	db := clusterDB{"--store", mongoDB(t)}
 	clusterThreeNodesOf(t, func(id string) *clusterNode { return startNode(t, db, id) }, clusterTasksMongo, clusterHBMongo)
 }
