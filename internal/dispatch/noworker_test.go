@@ -226,3 +226,26 @@ func TestNoWorkerAlarmPinned(t *testing.T) {
 		t.Fatalf("Since(k) = %v, want %v", since, back)
 	}
 }
+
+// TestNoWorkerPauseFollowsReadCost: the alarm reads the store every
+// Interval while reads are quick, waits ten times a long read (a deep
+// queue makes Stats count many rows), and never more than half the alarm
+// delay.
+func TestNoWorkerPauseFollowsReadCost(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	a, err := NewNoWorker(NoWorkerConfig{Store: f.st, Interval: 5 * time.Second, After: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ took, want time.Duration }{
+		{0, 5 * time.Second},
+		{20 * time.Millisecond, 5 * time.Second},
+		{1270 * time.Millisecond, 12700 * time.Millisecond},
+		{10 * time.Second, 15 * time.Second},
+	} {
+		if got := a.pause(c.took); got != c.want {
+			t.Errorf("pause after a read of %v = %v, want %v", c.took, got, c.want)
+		}
+	}
+}
