@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -250,5 +251,44 @@ func TestDashboardUsesExistingSeries(t *testing.T) {
 	}
 	if n < 10 {
 		t.Fatalf("only %d metric references in the dashboard", n)
+	}
+}
+
+// slowStatsStore is a store whose Stats take delay (a deep queue's count).
+type slowStatsStore struct {
+	store.Store
+	delay time.Duration
+	calls atomic.Int32
+}
+
+func (s *slowStatsStore) Stats(ctx context.Context, now time.Time) (store.Stats, error) {
+	s.calls.Add(1)
+	time.Sleep(s.delay)
+	return s.Store.Stats(ctx, now)
+}
+
+// TestQueueReusesASlowStatsRead: a slow Stats read serves the next
+// scrapes for a while; quick reads are made at every scrape.
+func TestQueueReusesASlowStatsRead(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		delay time.Duration
+		reads int32
+	}{{0, 3}, {150 * time.Millisecond, 1}} {
+		b := queueSetup(t)
+		slow := &slowStatsStore{Store: b.st, delay: c.delay}
+		reg := prometheus.NewRegistry()
+		if _, err := metrics.NewQueue(reg, slow, nil); err != nil {
+			t.Fatal(err)
+		}
+		slow.calls.Store(0)
+		for range 3 {
+			if _, err := reg.Gather(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := slow.calls.Load(); got != c.reads {
+			t.Errorf("Stats taking %v: %d reads for 3 scrapes, want %d", c.delay, got, c.reads)
+		}
 	}
 }
