@@ -147,18 +147,8 @@ func TestRowVersionsPerTask(t *testing.T) {
 
 	// In groups: one batch insert, one claim, a heartbeat each, one group
 	// of reports.
-	ps := make([]store.TaskInsertParams, n)
-	for i := range ps {
-		ps[i] = f.Params("k", now)
-	}
 	before = writes()
-	if _, err := st.TaskInsertMany(t.Context(), ps); err != nil {
-		t.Fatal(err)
-	}
-	runs := f.Claim("w1", now, n, "k").Runs
-	if len(runs) != n {
-		t.Fatalf("claimed %d, want %d", len(runs), n)
-	}
+	runs := f.InsertClaimMany("k", "w1", now, n)
 	mid := writes()
 	for _, r := range runs {
 		f.Heartbeat("w1", r.RunID, now)

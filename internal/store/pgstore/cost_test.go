@@ -189,18 +189,8 @@ func groupedTasks(t *testing.T, st *pgstore.Store, c *storecost.Counter, f *stor
 	writes func() map[string]storecost.Rows) (map[string]storecost.Rows, storecost.Counts) {
 	t.Helper()
 	ctx := t.Context()
-	ps := make([]store.TaskInsertParams, n)
-	for i := range ps {
-		ps[i] = f.Params("k", now)
-	}
 	before := writes()
-	if _, err := st.TaskInsertMany(ctx, ps); err != nil {
-		t.Fatal(err)
-	}
-	runs := f.Claim("w1", now, n, "k").Runs
-	if len(runs) != n {
-		t.Fatalf("claimed %d, want %d", len(runs), n)
-	}
+	runs := f.InsertClaimMany("k", "w1", now, n)
 	mid := writes()
 	for _, r := range runs {
 		f.Heartbeat("w1", r.RunID, now)

@@ -291,6 +291,25 @@ func (f *Fixture) CycleAlone(kind, worker string, now time.Time, n int) {
 	}
 }
 
+// InsertClaimMany inserts n tasks of kind in one TaskInsertMany at now and
+// claims them all (as worker) in one claim, failing the test unless n
+// come, and returns the runs.
+func (f *Fixture) InsertClaimMany(kind, worker string, now time.Time, n int) []rota.ClaimedRun {
+	f.TB.Helper()
+	ps := make([]store.TaskInsertParams, n)
+	for i := range ps {
+		ps[i] = f.Params(kind, now)
+	}
+	if _, err := f.Store.TaskInsertMany(f.Ctx(), ps); err != nil {
+		f.TB.Fatal(err)
+	}
+	runs := f.Claim(worker, now, n, kind).Runs
+	if len(runs) != n {
+		f.TB.Fatalf("claimed %d, want %d", len(runs), n)
+	}
+	return runs
+}
+
 // Fail reports a retryable failure of worker's run at now, with message
 // "boom" and the given backoff.
 func (f *Fixture) Fail(worker, runID string, now time.Time, backoff func(int) time.Duration) *rota.Task {
