@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,15 +48,9 @@ func mongoDB(t *testing.T) string {
 // and returns its mongodb:// URL. The process dies with the test process
 // (Pdeathsig); its directory is a temporary one it removes itself.
 func startFerretProcess() (string, error) {
-	dir, err := os.MkdirTemp("", "rota-e2e-ferret-bin")
+	bin, err := goBuild("github.com/rotahq/rota/internal/store/mongostore/mongotest/ferretserve", "ferretserve")
 	if err != nil {
 		return "", err
-	}
-	bin := filepath.Join(dir, "ferretserve")
-	build := exec.Command("go", "build", "-o", bin, "github.com/rotahq/rota/internal/store/mongostore/mongotest/ferretserve")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		return "", fmt.Errorf("go build ferretserve: %w", err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -20,19 +20,23 @@ import (
 )
 
 // buildOnce builds the rota binary once per test process.
-var buildOnce = sync.OnceValues(func() (string, error) {
+var buildOnce = sync.OnceValues(func() (string, error) { return goBuild("github.com/rotahq/rota/cmd/rota", "rota") })
+
+// goBuild builds pkg (without the race detector, whatever the tests run
+// with) into a new temporary directory and returns the binary's path.
+func goBuild(pkg, name string) (string, error) {
 	dir, err := os.MkdirTemp("", "rota-e2e-bin")
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "rota")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/rotahq/rota/cmd/rota")
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build: %w", err)
+		return "", fmt.Errorf("go build %s: %w", pkg, err)
 	}
 	return bin, nil
-})
+}
 
 func rotaBinary(t *testing.T) string {
 	t.Helper()
