@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ func newBenchCmd(env Env) *cobra.Command {
 	var (
 		cfg        bench.Config
 		cpuProfile string
+		traceFile  string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -49,12 +51,24 @@ its peak RSS (sampled every 100 ms) come from its /metrics. It prints a Markdown
 				}
 				defer pprof.StopCPUProfile()
 			}
+			if traceFile != "" {
+				f, err := os.Create(traceFile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := trace.Start(f); err != nil {
+					return err
+				}
+				defer trace.Stop()
+			}
 			_, err := bench.Run(cmd.Context(), cfg)
 			return err
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
+	f.StringVar(&traceFile, "trace", "", "write a Go execution trace of the whole run to this file (go tool trace; -pprof=sync, net or sched tells where a request waits)")
 	f.StringVar(&cfg.Server, "server", "", "URL of a running server to measure (default: start one in-process)")
 	f.BoolVar(&cfg.Relaxed, "relaxed", false, "in-process server with relaxed durability (no fsync per commit)")
 	f.StringVar(&cfg.Store, "store", "", "in-process server on this PostgreSQL URL (a fresh schema, dropped at the end), MySQL/MariaDB or MongoDB URL (its database as it is) or Redis URL (redis://host:6379/N: a fresh key prefix, deleted at the end) instead of an embedded store")
