@@ -24,9 +24,10 @@ import (
 type costTracer struct{ c *storecost.Counter }
 
 var (
-	_ pgx.QueryTracer   = costTracer{}
-	_ pgx.BatchTracer   = costTracer{}
-	_ pgx.PrepareTracer = costTracer{}
+	_ pgx.QueryTracer    = costTracer{}
+	_ pgx.BatchTracer    = costTracer{}
+	_ pgx.PrepareTracer  = costTracer{}
+	_ pgx.CopyFromTracer = costTracer{}
 )
 
 // TraceQueryStart implements pgx.QueryTracer.
@@ -56,6 +57,22 @@ func (costTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQuer
 
 // TraceBatchEnd implements pgx.BatchTracer.
 func (costTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// TraceCopyFromStart implements pgx.CopyFromTracer: a COPY is one
+// statement and one round trip (its statement description is cached per
+// connection); outside a transaction block it is a transaction of its own
+// and counts as a commit (insertcopy.go).
+func (t costTracer) TraceCopyFromStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
+	n := storecost.Counts{Statements: 1, RoundTrips: 1}
+	if conn.PgConn().TxStatus() == 'I' {
+		n.Commits = 1
+	}
+	t.c.Add(ctx, n)
+	return ctx
+}
+
+// TraceCopyFromEnd implements pgx.CopyFromTracer.
+func (costTracer) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
 
 // TracePrepareStart implements pgx.PrepareTracer.
 func (costTracer) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {

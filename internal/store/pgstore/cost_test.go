@@ -42,8 +42,9 @@ func TestCostPerTask(t *testing.T) {
 		}
 		return w
 	}, map[string]storecost.Counts{
-		// One batch: BEGIN; INSERT tasks; COMMIT.
-		storetest.CostInsert: storetest.Transaction(3, 1),
+		// One COPY tasks outside a transaction block, a transaction of
+		// its own (insertcopy.go); BEGIN; INSERT tasks; COMMIT before.
+		storetest.CostInsert: storetest.Transaction(1, 1),
 		// Batch 1: BEGIN; upsert workers (written only past a second);
 		// SELECT kinds FOR UPDATE; the pick (candidatesSQL). Batch 2: one
 		// statement that starts the runs in the task rows (and moves a
@@ -63,8 +64,9 @@ func TestCostPerTask(t *testing.T) {
 		// As a claim, without its second batch's write: BEGIN; upsert
 		// workers; SELECT kinds FOR UPDATE; the pick; then COMMIT alone.
 		storetest.CostClaimEmpty: storetest.Transaction(5, 2),
-		// One batch: BEGIN; one INSERT tasks of every task (unnest); COMMIT.
-		storetest.CostInsertBatch: storetest.Transaction(3, 1),
+		// One COPY of every task, its own transaction; BEGIN, one INSERT
+		// tasks of every task (unnest) and COMMIT before.
+		storetest.CostInsertBatch: storetest.Transaction(1, 1),
 		// As a claim of one: the pick and the write are set-based.
 		storetest.CostClaimBatch: storetest.Transaction(6, 2),
 		// Batch 1: BEGIN; SELECT schedules FOR UPDATE; SELECT open runs;

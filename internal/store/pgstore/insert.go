@@ -97,7 +97,7 @@ func (s *Store) insertGroup(group []*insertReq) {
 	case 0:
 		return
 	case 1:
-		out, err := s.insertTx(live[0].ctx, live[0].ps)
+		out, err := s.insertNoDeps(live[0].ctx, live[0].ps)
 		live[0].res <- insertRes{out, err}
 		return
 	}
@@ -107,10 +107,10 @@ func (s *Store) insertGroup(group []*insertReq) {
 	}
 	// Once the group is taken its requests wait for its outcome whatever
 	// their contexts do (see insertGrouped).
-	out, err := s.insertTx(context.WithoutCancel(live[0].ctx), all)
+	out, err := s.insertNoDeps(context.WithoutCancel(live[0].ctx), all)
 	if err != nil {
 		for _, r := range live {
-			out, err := s.insertTx(r.ctx, r.ps)
+			out, err := s.insertNoDeps(r.ctx, r.ps)
 			r.res <- insertRes{out, err}
 		}
 		return

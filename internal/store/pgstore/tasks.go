@@ -184,7 +184,7 @@ const maxKeyRetries = 16
 // TaskInsertMany implements store.Store. Small requests of unkeyed tasks
 // (a single submit, a small batch) are committed in groups with the
 // requests that arrive together (insert.go); the others in a transaction
-// of their own (insertTx).
+// of their own (insertNoDeps: one COPY, or insertTx).
 func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams) ([]store.TaskInsertResult, error) {
 	if len(ps) == 0 {
 		return nil, nil
@@ -195,7 +195,7 @@ func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams)
 	if groupable(ps) {
 		return s.insertGrouped(ctx, ps)
 	}
-	return s.insertTx(ctx, ps)
+	return s.insertNoDeps(ctx, ps)
 }
 
 // insertTx inserts ps in one transaction. The tasks are inserted in one
