@@ -1,6 +1,11 @@
 package httpapi
 
-import "bytes"
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/rotahq/rota"
+)
 
 // maxQuickKeys bounds the keys quickKeys tracks (more: checkKeys decides).
 const maxQuickKeys = 32
@@ -129,4 +134,128 @@ func skipValue(data []byte, i int) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// quickSubmit decodes data, valid JSON, into s as decodeValid would when
+// every value of it is of a plain shape: strings without escapes, integers
+// written as digits, true or false, and any value for "task". It reports
+// false for anything else (an escape, null, a number with a fraction or an
+// exponent, an array, a key checkKeys would refuse), leaving s to be reset
+// and decoded by decodeValid, which also names the error. A batch's items
+// are decoded this way: encoding/json's reflection was most of what an
+// item cost the server. It may leave s partly set when it reports false.
+func quickSubmit(data []byte, s *submitRequest, known map[string]bool) bool {
+	if !quickKeys(data, known) {
+		return false
+	}
+	i := skipSpace(data, 0) + 1 // after '{' (quickKeys checked the shape)
+	if i = skipSpace(data, i); data[i] == '}' {
+		return true
+	}
+	for {
+		key, end, _ := plainString(data, i)
+		i = skipSpace(data, skipSpace(data, end)+1) // after ':'
+		j, _ := skipValue(data, i)
+		if !quickField(s, string(key), data[i:j]) {
+			return false
+		}
+		if i = skipSpace(data, j); data[i] == '}' {
+			return true
+		}
+		i = skipSpace(data, i+1) // after ','
+	}
+}
+
+// quickDecode implements quickDecoder (POST /api/tasks, a batch's items).
+func (s *submitRequest) quickDecode(data []byte, known map[string]bool) bool {
+	if quickSubmit(data, s, known) {
+		return true
+	}
+	*s = submitRequest{}
+	return false
+}
+
+// quickField sets the field of s named key from the JSON value v, when v
+// has the plain shape quickSubmit takes.
+func quickField(s *submitRequest, key string, v []byte) bool {
+	switch key {
+	case "task":
+		if string(v) == "null" {
+			return false
+		}
+		s.Task = bytes.Clone(v)
+		return true
+	case "kind", "priority", "key", "ref":
+		str, end, ok := plainString(v, 0)
+		if !ok || end != len(v) {
+			return false
+		}
+		switch key {
+		case "kind":
+			s.Kind = string(str)
+		case "priority":
+			p := rota.Priority(str)
+			s.Priority = &p
+		case "key":
+			k := string(str)
+			s.Key = &k
+		case "ref":
+			s.Ref = string(str)
+		}
+		return true
+	case "rerun_if_finished":
+		switch string(v) {
+		case "true":
+			s.RerunIfFinished = true
+		case "false":
+			s.RerunIfFinished = false
+		default:
+			return false
+		}
+		return true
+	case "run_at", "run_at_ms", "delay_seconds":
+		n, ok := plainInt(v, 64)
+		if !ok {
+			return false
+		}
+		switch key {
+		case "run_at":
+			s.RunAt = &n
+		case "run_at_ms":
+			s.RunAtMS = &n
+		default:
+			s.DelaySeconds = &n
+		}
+		return true
+	case "max_retries", "timeout_seconds", "heartbeat_timeout_seconds", "workers":
+		n64, ok := plainInt(v, strconv.IntSize)
+		if !ok {
+			return false
+		}
+		n := int(n64)
+		switch key {
+		case "max_retries":
+			s.MaxRetries = &n
+		case "timeout_seconds":
+			s.TimeoutSeconds = &n
+		case "heartbeat_timeout_seconds":
+			s.HeartbeatTimeoutSeconds = &n
+		default:
+			s.Workers = &n
+		}
+		return true
+	}
+	return false // worker_ids, depends_on: left to encoding/json
+}
+
+// plainInt parses v, a JSON number, when it is an integer written as
+// digits (with a minus sign) that fits in bits.
+func plainInt(v []byte, bits int) (int64, bool) {
+	for k, c := range v {
+		if (c < '0' || c > '9') && (c != '-' || k > 0) {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(string(v), 10, bits)
+	return n, err == nil
 }

@@ -59,3 +59,83 @@ func FuzzQuickKeys(f *testing.F) {
 		}
 	})
 }
+
+// TestQuickSubmit checks quickSubmit against encoding/json (decodeStrict):
+// what it decodes, it decodes to the same request, and it takes the plain
+// items of the hot path.
+func TestQuickSubmit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want bool // quickSubmit's answer
+	}{
+		{`{}`, true},
+		{`{"kind":"a","task":{"sent_ns":1764000000000000000}}`, true},
+		{` {"kind" : "a" , "task" : [1, "x\"y"] } `, true},
+		{`{"kind":"a","task":1.5e3,"priority":"high","key":"k","rerun_if_finished":true,"ref":"r"}`, true},
+		{`{"kind":"a","task":1,"rerun_if_finished":false}`, true},
+		{`{"kind":"a","task":1,"run_at":1764000000,"run_at_ms":-5,"delay_seconds":0}`, true},
+		{`{"kind":"a","task":1,"max_retries":3,"timeout_seconds":60,"heartbeat_timeout_seconds":10,"workers":2}`, true},
+		{`{"kind":"a","task":null}`, false},
+		{`{"kind":"a\u0062","task":1}`, false},
+		{`{"kind":null,"task":1}`, false},
+		{`{"kind":"a","task":1,"max_retries":1.0}`, false},
+		{`{"kind":"a","task":1,"max_retries":1e2}`, false},
+		{`{"kind":"a","task":1,"max_retries":"3"}`, false},
+		{`{"kind":"a","task":1,"max_retries":99999999999999999999}`, false},
+		{`{"kind":"a","task":1,"rerun_if_finished":1}`, false},
+		{`{"kind":"a","task":1,"worker_ids":["a"]}`, false},
+		{`{"kind":"a","task":1,"depends_on":["a"]}`, false},
+		{`{"kind":1,"task":1}`, false},
+		{`{"kind":"a","kind":"b"}`, false},
+		{`{"Kind":"a"}`, false},
+		{`{"nope":1}`, false},
+		{`[1]`, false},
+		{`5`, false},
+	} {
+		known := jsonFields(reflect.TypeFor[*submitRequest]())
+		var quick submitRequest
+		got := quickSubmit([]byte(tc.in), &quick, known)
+		if got != tc.want {
+			t.Errorf("quickSubmit(%s) = %v, want %v", tc.in, got, tc.want)
+		}
+		if !got {
+			var z submitRequest
+			if z.quickDecode([]byte(tc.in), known) || !reflect.DeepEqual(z, submitRequest{}) {
+				t.Errorf("quickDecode(%s) left %+v, want it untouched", tc.in, z)
+			}
+			continue
+		}
+		var slow submitRequest
+		if err := decodeStrict([]byte(tc.in), &slow, ""); err != nil {
+			t.Errorf("quickSubmit(%s) took what decodeStrict refuses: %v", tc.in, err)
+			continue
+		}
+		if !reflect.DeepEqual(quick, slow) {
+			t.Errorf("quickSubmit(%s) = %+v, decodeStrict %+v", tc.in, quick, slow)
+		}
+	}
+}
+
+// FuzzQuickSubmit checks quickSubmit against decodeStrict on any JSON.
+func FuzzQuickSubmit(f *testing.F) {
+	f.Add(`{"kind":"a","task":{"x":1},"priority":"low","max_retries":3,"run_at":-1,"rerun_if_finished":true}`)
+	f.Add(`{"kind":"a","task":"\u00e9","workers":0,"key":"é"}`)
+	known := jsonFields(reflect.TypeFor[*submitRequest]())
+	f.Fuzz(func(t *testing.T, in string) {
+		if !json.Valid([]byte(in)) {
+			return
+		}
+		var quick submitRequest
+		if !quickSubmit([]byte(in), &quick, known) {
+			return
+		}
+		var slow submitRequest
+		if err := decodeStrict([]byte(in), &slow, ""); err != nil {
+			t.Fatalf("quickSubmit(%s) took what decodeStrict refuses: %v", in, err)
+		}
+		if !reflect.DeepEqual(quick, slow) {
+			t.Fatalf("quickSubmit(%s) = %+v, decodeStrict %+v", in, quick, slow)
+		}
+	})
+}
