@@ -120,46 +120,88 @@ const maxResponse = 64 << 20
 // nil (the data is discarded) or a *json.RawMessage (the data is kept
 // verbatim). A non-zero envelope code is returned as a *rota.Error.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("rotaclient: %s %s: encode body: %w", method, path, err)
 		}
-		body = bytes.NewReader(b)
+		body = b
+	}
+	status, raw, err := c.send(ctx, method, path, in != nil, body)
+	if err != nil {
+		return err
+	}
+	return decodeResponse(method, path, status, raw, out)
+}
+
+// send sends one request with body (a JSON body when hasBody) and returns
+// the response's status and body.
+func (c *Client) send(ctx context.Context, method, path string, hasBody bool, body []byte) (int, []byte, error) {
+	var rd io.Reader
+	if hasBody {
+		rd = bytes.NewReader(body)
 	}
 	u := c.base.String() + path
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return fmt.Errorf("rotaclient: %s %s: %w", method, path, err)
+		return 0, nil, fmt.Errorf("rotaclient: %s %s: %w", method, path, err)
 	}
 	for k, vs := range c.header {
 		req.Header[k] = vs
 	}
-	if in != nil {
+	if hasBody {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.ua)
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("rotaclient: %s %s: %w", method, path, err)
+		return 0, nil, fmt.Errorf("rotaclient: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	raw, err := readAll(io.LimitReader(resp.Body, maxResponse), resp.ContentLength)
 	if err != nil {
-		return fmt.Errorf("rotaclient: %s %s: read response: %w", method, path, err)
+		return 0, nil, fmt.Errorf("rotaclient: %s %s: read response: %w", method, path, err)
 	}
+	return resp.StatusCode, raw, nil
+}
+
+// readAll reads r to its end, sized by the announced length n when known
+// (io.ReadAll grows its buffer step by step from 512 bytes).
+func readAll(r io.Reader, n int64) ([]byte, error) {
+	if n < 0 || n > maxResponse {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, n+1) // +1: the read that sees the end needs room
+	for {
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
+
+// decodeResponse decodes the data of the envelope raw, answered with
+// status, into out (see Do).
+func decodeResponse(method, path string, status int, raw []byte, out any) error {
 	var env envelope
 	if err := json.Unmarshal(raw, &env); err != nil || (env.Code == 0 && env.Message == "" && env.Data == nil) {
 		// Not an envelope: a proxy's error page, a server of another kind.
-		return statusError(resp.StatusCode, raw)
+		return statusError(status, raw)
 	}
 	if env.Code != 0 {
 		return envelopeError(env)
 	}
-	if resp.StatusCode >= 300 {
-		return statusError(resp.StatusCode, raw)
+	if status >= 300 {
+		return statusError(status, raw)
 	}
 	if out == nil {
 		return nil

@@ -54,18 +54,7 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) (ClaimResult, error) 
 		WorkerID: p.WorkerID, Kinds: p.Kinds, Max: new(max(p.Max, 1)),
 		WaitSeconds: new(int((wait + time.Second - 1) / time.Second)), Address: nonEmpty(p.Address),
 	}
-	var out claimResponseIn
-	if err := c.Do(ctx, http.MethodPost, "/api/workers/claim", in, &out); err != nil {
-		return ClaimResult{}, err
-	}
-	res := ClaimResult{Drain: out.Drain}
-	if out.ServerTimeMs > 0 {
-		res.ServerTime = time.UnixMilli(out.ServerTimeMs).UTC()
-	}
-	for i := range out.Tasks {
-		res.Runs = append(res.Runs, out.Tasks[i].claimed())
-	}
-	return res, nil
+	return c.claim(ctx, in)
 }
 
 // HeartbeatResult tells a worker what to do with a run it holds.
@@ -257,17 +246,19 @@ func (c *Client) Reports(ctx context.Context, workerID string, reports []Report)
 	if len(reports) == 0 || len(reports) > MaxReports {
 		return nil, rota.Invalid("reports", "want 1 to %d reports, got %d", MaxReports, len(reports))
 	}
-	in := rotaapi.ReportsRequest{WorkerID: workerID, Reports: make([]json.RawMessage, len(reports))}
-	for i, r := range reports {
-		raw, err := reportItem(i, r)
-		if err != nil {
-			return nil, err
-		}
-		in.Reports[i] = raw
+	body, err := reportsBody(workerID, reports)
+	if err != nil {
+		return nil, err
+	}
+	const path = "/api/runs/reports"
+	status, raw, err := c.send(ctx, http.MethodPost, path, true, body)
+	if err != nil {
+		return nil, err
 	}
 	var out rotaapi.ReportsResponse
-	const path = "/api/runs/reports"
-	if err := c.Do(ctx, http.MethodPost, path, in, &out); err != nil {
+	if results, ok := decodeReportsFast(raw); ok && status < 300 {
+		out.Results = results
+	} else if err := decodeResponse(http.MethodPost, path, status, raw, &out); err != nil {
 		return nil, err
 	}
 	if len(out.Results) != len(reports) {

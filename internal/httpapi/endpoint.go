@@ -117,7 +117,9 @@ func (a *API) decodeRequest(w http.ResponseWriter, r *http.Request, req any, bod
 			a.inflight.release(held - n)
 			held = n
 		}
-		if body == bodyRequired || !isBlank(data) {
+		if fd, ok := req.(fastDecoder); ok && body == bodyRequired && fd.decodeFast(data) {
+			// Read in one pass: a plain body, checked as decodeKnown would.
+		} else if body == bodyRequired || !isBlank(data) {
 			if err := decodeKnown(data, req, "", jsonFields(reflect.TypeOf(req))); err != nil {
 				return release, err
 			}

@@ -24,6 +24,11 @@ func (a *API) writeData(w http.ResponseWriter, r *http.Request, data any) {
 	if s, ok := data.(statusSetter); ok {
 		status = s.httpStatus()
 	}
+	var buf bytes.Buffer
+	if ok, err := encodeFast(&buf, data); ok && err == nil {
+		a.writeBody(w, status, buf.Bytes())
+		return
+	}
 	a.writeEnvelope(w, r, status, envelope{Code: 0, Message: "ok", Data: data})
 }
 
@@ -92,6 +97,11 @@ func (a *API) writeEnvelope(w http.ResponseWriter, r *http.Request, status int, 
 		buf.Reset()
 		_ = json.NewEncoder(&buf).Encode(envelope{Code: rota.CodeInternal.Number(), Message: internalMessage})
 	}
+	a.writeBody(w, status, buf.Bytes())
+}
+
+// writeBody writes an encoded envelope with status.
+func (a *API) writeBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -100,7 +110,7 @@ func (a *API) writeEnvelope(w http.ResponseWriter, r *http.Request, status int, 
 		h.Set("Retry-After", RetryAfterSeconds)
 	}
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(body)
 }
 
 // WriteError writes err as an error envelope, for handlers outside the API

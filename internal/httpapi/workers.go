@@ -253,6 +253,7 @@ func (a *API) runRelease(ctx context.Context, req *releaseRequest) (*rotaapi.Rep
 type reportsRequest struct {
 	rotaapi.ReportsRequest
 
+	items  []rotaapi.ReportItem      // set by decodeFast (then Reports is nil)
 	params []store.RunCompleteParams // set by validate, one per report
 }
 
@@ -264,23 +265,32 @@ func (b *reportsRequest) validate(a *API) error {
 	if err := checkWorkerID("worker_id", b.WorkerID); err != nil {
 		return err
 	}
-	if n := len(b.Reports); n == 0 || n > maxReports {
+	n := len(b.Reports)
+	if b.items != nil {
+		n = len(b.items)
+	}
+	if n == 0 || n > maxReports {
 		return rota.Invalid("reports", "must hold 1 to %d reports, got %d", maxReports, n)
 	}
-	b.params = make([]store.RunCompleteParams, len(b.Reports))
-	seen := make(map[string]int, len(b.Reports))
-	for i, raw := range b.Reports {
-		prefix := fmt.Sprintf("reports[%d]", i)
-		var it rotaapi.ReportItem
-		if err := decodeKnown(raw, &it, prefix, jsonFields(reflect.TypeFor[*rotaapi.ReportItem]())); err != nil {
-			return err
+	b.params = make([]store.RunCompleteParams, n)
+	seen := make(map[string]int, n)
+	var it rotaapi.ReportItem
+	for i := range n {
+		prefix := func() string { return fmt.Sprintf("reports[%d]", i) }
+		if b.items != nil {
+			it = b.items[i]
+		} else {
+			it = rotaapi.ReportItem{}
+			if err := decodeKnown(b.Reports[i], &it, prefix(), jsonFields(reflect.TypeFor[*rotaapi.ReportItem]())); err != nil {
+				return err
+			}
 		}
 		p, err := checkReport(&it, a.maxPayload, prefix)
 		if err != nil {
 			return err
 		}
 		if j, dup := seen[it.RunID]; dup {
-			return rota.Invalid(prefix+".run_id", "run %s is already reported by reports[%d]: report a run once", it.RunID, j)
+			return rota.Invalid(prefix()+".run_id", "run %s is already reported by reports[%d]: report a run once", it.RunID, j)
 		}
 		seen[it.RunID] = i
 		p.WorkerID = b.WorkerID
@@ -292,8 +302,8 @@ func (b *reportsRequest) validate(a *API) error {
 // checkReport validates a report whose fields sit under prefix and returns
 // the completion it stands for (without the worker), as the single
 // endpoint of its outcome would.
-func checkReport(it *rotaapi.ReportItem, maxPayload int64, prefix string) (store.RunCompleteParams, error) {
-	f := func(name string) string { return joinPath(prefix, name) }
+func checkReport(it *rotaapi.ReportItem, maxPayload int64, prefix func() string) (store.RunCompleteParams, error) {
+	f := func(name string) string { return joinPath(prefix(), name) }
 	if err := checkID(f("run_id"), it.RunID); err != nil {
 		return store.RunCompleteParams{}, err
 	}
