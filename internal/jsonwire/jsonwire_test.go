@@ -1,0 +1,48 @@
+package jsonwire
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+func TestAppendMatchesEncodingJSON(t *testing.T) {
+	for _, s := range []string{"", "plain", `q"uote`, `back\slash`, "tab\there", "<&>", "é", "\u2028", "bad\xffutf8", "\x00\x1f"} {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(s)
+		if got, want := string(AppendString(nil, s)), string(bytes.TrimRight(buf.Bytes(), "\n")); got != want {
+			t.Errorf("AppendString(%q) = %s, want %s", s, got, want)
+		}
+	}
+	for _, v := range []string{`{"a": 1, "b": [1, 2 , "x  y\" z"], "c": {"d" : null}}`, " \n[ true ,false ]\t", `"a\\"`, `1`} {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(AppendCompact(nil, []byte(v))); got != buf.String() {
+			t.Errorf("AppendCompact(%s) = %s, want %s", v, got, buf.String())
+		}
+	}
+}
+
+func TestReaderRaw(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a":[1,{"b":"}"}]} ,`: `{"a":[1,{"b":"}"}]}`,
+		`"x\"y",`:               `"x\"y"`,
+		`12 }`:                  `12`,
+		`null]`:                 `null`,
+	} {
+		r := NewReader([]byte(in))
+		got, ok := r.Raw()
+		if !ok || string(got) != want {
+			t.Errorf("Raw(%s) = %s, %v; want %s", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{`{"a":}`, `tru`, `"open`, ``} {
+		if _, ok := NewReader([]byte(in)).Raw(); ok {
+			t.Errorf("Raw(%s) took it", in)
+		}
+	}
+}
