@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
 
 	"github.com/rotahq/rota/internal/jsonwire"
 	"github.com/rotahq/rota/rotaapi"
@@ -240,4 +241,64 @@ func decodeReportItem(r *jsonwire.Reader, it *rotaapi.ReportItem) bool {
 		}
 		return ok
 	})
+}
+
+// decodeFast reads a plain {"worker_id":…,"message":…,"result":…}.
+func (s *succeedRequest) decodeFast(data []byte) bool {
+	var v rotaapi.SucceedRequest
+	if !decodeRunBody(data, &v.WorkerID, &v.Message, &v.Result, nil) {
+		return false
+	}
+	s.SucceedRequest = v
+	return true
+}
+
+// decodeFast reads a plain {"worker_id":…,"message":…,"retry":…}.
+func (f *failRequest) decodeFast(data []byte) bool {
+	var v rotaapi.FailRequest
+	if !decodeRunBody(data, &v.WorkerID, &v.Message, nil, &v.Retry) {
+		return false
+	}
+	f.FailRequest = v
+	return true
+}
+
+// decodeRunBody reads the plain body of a single report: worker_id and
+// message, and result or retry when asked for (non-nil).
+func decodeRunBody(data []byte, workerID, message *string, result *json.RawMessage, retry **bool) bool {
+	r := jsonwire.NewReader(data)
+	var seen uint8
+	ok := r.Object(func(key []byte) bool {
+		var bit uint8
+		var ok bool
+		switch string(key) {
+		case "worker_id":
+			bit = 1
+			*workerID, ok = r.String()
+		case "message":
+			bit = 2
+			*message, ok = r.String()
+		case "result":
+			if result == nil {
+				return false
+			}
+			bit = 4
+			*result, ok = r.Raw()
+			ok = ok && textProblem(*result) == ""
+		case "retry":
+			if retry == nil {
+				return false
+			}
+			bit = 8
+			var v bool
+			v, ok = r.Bool()
+			*retry = &v
+		}
+		if !ok || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		return true
+	})
+	return ok && r.End()
 }

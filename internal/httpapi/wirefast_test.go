@@ -171,3 +171,42 @@ func BenchmarkReportsDecode(b *testing.B) {
 		}
 	})
 }
+
+// TestSingleReportDecodeFast: a plain succeed or fail body reads as the
+// strict decoder reads it; anything else is left to it.
+func TestSingleReportDecodeFast(t *testing.T) {
+	for _, body := range []string{`{"worker_id":"w1"}`, `{"worker_id":"w1","message":"m","result":{"a": 1}}`, `{"result":null,"worker_id":"w"}`} {
+		var fast, slow succeedRequest
+		if !fast.decodeFast([]byte(body)) {
+			t.Fatalf("refused %s", body)
+		}
+		if err := decodeStrict([]byte(body), &slow, ""); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Errorf("%s: fast %+v, slow %+v", body, fast, slow)
+		}
+	}
+	for _, body := range []string{`{"worker_id":"w1","retry":false}`, `{"message":"m","retry":true,"worker_id":"w"}`} {
+		var fast, slow failRequest
+		if !fast.decodeFast([]byte(body)) {
+			t.Fatalf("refused %s", body)
+		}
+		if err := decodeStrict([]byte(body), &slow, ""); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Errorf("%s: fast %+v, slow %+v", body, fast, slow)
+		}
+	}
+	for _, body := range []string{`{"worker_id":"w1","retry":false}`, `{"worker_id":"w1","worker_id":"w2"}`, `{"worker_id":"w\u0031"}`, `{"worker_id":null}`, `[]`, `{"worker_id":"w1","result":"\u0000"}`} {
+		var s succeedRequest
+		if s.decodeFast([]byte(body)) {
+			t.Errorf("succeed took %s", body)
+		}
+	}
+	var f failRequest
+	if f.decodeFast([]byte(`{"worker_id":"w1","result":1}`)) {
+		t.Error("fail took a result")
+	}
+}
