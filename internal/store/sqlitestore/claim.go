@@ -182,83 +182,28 @@ func startRuns(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind strin
 
 // claimRows starts the runs of single-worker tasks in their rows: runs
 // maps task ids to their new run ids. The attempt, lease and deadline are
-// computed as store.ClaimCandidate.Start does, from the row. The pairs
-// are bound as rows of VALUES (claimSetQuery), not as a JSON object that
-// SQLite would parse. OR FAIL: see noStatementJournal.
+// computed as store.ClaimCandidate.Start does, from the row. OR FAIL: see
+// noStatementJournal.
 func claimRows(ctx context.Context, tx *wtx, p store.TaskClaimParams, runs map[string]string, retries bool, now int64) error {
-	pairs := make([]any, 0, 2*len(runs))
-	for id, run := range runs {
-		pairs = append(pairs, id, run)
+	j, err := json.Marshal(runs)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: encode claimed runs: %w", err)
 	}
-	for len(pairs) > 0 {
-		n := min(len(pairs), 2*maxClaimRows)
-		if err := claimChunk(ctx, tx, p, pairs[:n], retries, now); err != nil {
-			return err
-		}
-		pairs = pairs[n:]
-	}
-	return nil
-}
-
-// maxClaimRows bounds the tasks one claimSet statement starts.
-const maxClaimRows = 256
-
-// claimSet is claimRows' UPDATE for rows pairs (task id, run id) of
-// parameters ?4, ?5, …; a claim of fewer tasks pads with NULLs, which
-// match no task.
-func claimSet(rows int) string {
-	vals := make([]string, rows)
-	for i := range vals {
-		vals[i] = "(?" + strconv.Itoa(4+2*i) + ", ?" + strconv.Itoa(5+2*i) + ")"
-	}
-	return `WITH j(task, run) AS (VALUES ` + strings.Join(vals, ", ") + `)
-	UPDATE OR FAIL tasks SET status = 'RUNNING', attempt = attempt + 1, running = running + 1,
-		avail = (running + 1 + successes < workers), start_time = CASE WHEN start_time = 0 THEN ?1 ELSE start_time END,
-		worker_address = ?2, updated_at = ?1, run_id = j.run, run_worker = ?3, run_status = 'RUNNING', run_start = ?1,
-		run_end = 0, run_lease = ?1 + hb_timeout_s * 1000, run_deadline = CASE WHEN timeout_s > 0 THEN ?1 + timeout_s * 1000 ELSE 0 END,
-		run_stop = 0, run_message = '' FROM j WHERE tasks.id = j.task`
-}
-
-// claimSetQueries[i] is claimSet(1 << i), up to maxClaimRows rows.
-var claimSetQueries = func() []string {
-	var qs []string
-	for n := 1; n <= maxClaimRows; n *= 2 {
-		qs = append(qs, claimSet(n))
-	}
-	return qs
-}()
-
-// claimChunk is claimRows for at most maxClaimRows tasks, pairs of task
-// id and run id.
-func claimChunk(ctx context.Context, tx *wtx, p store.TaskClaimParams, pairs []any, retries bool, now int64) error {
 	if retries {
-		ids := make([]any, 0, len(pairs)/2)
-		for i := 0; i < len(pairs); i += 2 {
-			ids = append(ids, pairs[i])
-		}
-		j, err := json.Marshal(ids)
-		if err != nil {
-			return fmt.Errorf("sqlitestore: encode claimed runs: %w", err)
-		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO run_log (id, task_id, kind, worker_id, worker_address, attempt, status,
 			start_time, end_time, lease_expires_at, deadline, expires_at, stop_requested, message)
 			SELECT run_id, id, kind, run_worker, worker_address, attempt, run_status, run_start, run_end, run_lease,
-			run_deadline, 0, run_stop, run_message FROM tasks WHERE id IN (SELECT value FROM json_each(?)) AND run_id IS NOT NULL`,
+			run_deadline, 0, run_stop, run_message FROM tasks WHERE id IN (SELECT key FROM json_each(?)) AND run_id IS NOT NULL`,
 			string(j)); err != nil {
 			return fmt.Errorf("sqlitestore: keep the previous runs: %w", err)
 		}
 	}
-	i, rows := 0, 1
-	for 2*rows < len(pairs) {
-		i, rows = i+1, rows*2
-	}
-	args := make([]any, 0, 3+2*rows)
-	args = append(args, now, p.WorkerAddress, p.WorkerID)
-	args = append(args, pairs...)
-	for len(args) < cap(args) {
-		args = append(args, nil)
-	}
-	if _, err := tx.ExecContext(ctx, claimSetQueries[i], args...); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE OR FAIL tasks SET status = 'RUNNING', attempt = attempt + 1, running = running + 1,
+		avail = (running + 1 + successes < workers), start_time = CASE WHEN start_time = 0 THEN ?1 ELSE start_time END,
+		worker_address = ?2, updated_at = ?1, run_id = j.value, run_worker = ?3, run_status = 'RUNNING', run_start = ?1,
+		run_end = 0, run_lease = ?1 + hb_timeout_s * 1000, run_deadline = CASE WHEN timeout_s > 0 THEN ?1 + timeout_s * 1000 ELSE 0 END,
+		run_stop = 0, run_message = '' FROM json_each(?4) AS j WHERE tasks.id = j.key`,
+		now, p.WorkerAddress, p.WorkerID, string(j)); err != nil {
 		return fmt.Errorf("sqlitestore: mark tasks running: %w", err)
 	}
 	return nil
