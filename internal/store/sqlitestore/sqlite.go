@@ -93,6 +93,10 @@ type op struct {
 	// one statement with the reports next to it in the group (see
 	// completeRows) before fn runs.
 	report *groupReport
+	// insert, when set, is an insert of plain tasks (no key, no
+	// dependencies) that the writer inserts with the inserts next to it
+	// in the group (see insertGroup) before fn runs.
+	insert *groupInsert
 }
 
 // keepError marks an operation error whose changes must still be committed
@@ -324,8 +328,18 @@ func (s *Store) apply(ctx context.Context, batch []*op, savepoints bool) (errs [
 		if o.report != nil {
 			o.report.set, o.report.rep = false, nil
 		}
+		if o.insert != nil {
+			o.insert.set = false
+		}
 	}
 	for i, o := range batch {
+		if ins := groupInserts(batch[i:], savepoints); len(ins) > 1 {
+			if err := insertGroup(ctx, w, ins); err != nil {
+				// Not the outcome of one insert: run them alone.
+				tx.Rollback()
+				return nil, true
+			}
+		}
 		if reps := groupReports(batch[i:], savepoints); len(reps) > 1 {
 			if err := completeRows(ctx, w, reps); err != nil {
 				// Not the outcome of one report: run them alone.

@@ -289,3 +289,46 @@ func TestReadCacheSize(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupedInsertsRunAgainAlone queues, in one group commit, single
+// submits that share multi-row INSERTs and one whose id is taken: the
+// shared INSERT fails, the group runs again with a savepoint per
+// operation, and only the duplicate fails.
+func TestGroupedInsertsRunAgainAlone(t *testing.T) {
+	t.Parallel()
+	st := open(t).(*sqlitestore.Store)
+	f := storetest.NewFixture(t, st)
+	now := f.At(0)
+	taken := f.InsertNew("k", now)
+	const n = 40 // more than one multi-row INSERT
+	const dup = n / 2
+	ps := make([]store.TaskInsertParams, n)
+	for i := range ps {
+		ps[i] = f.Params("k", now)
+	}
+	ps[dup].ID = taken.ID
+	together(t, st, n, func(i int) error {
+		res, err := st.TaskInsert(f.Ctx(), ps[i])
+		if i == dup {
+			if err == nil {
+				return fmt.Errorf("insert of a taken id %s: %+v; want an error", taken.ID, res)
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if res.Task == nil || res.Task.ID != ps[i].ID || res.Existing {
+			return fmt.Errorf("insert %d answered %+v; want task %s", i, res, ps[i].ID)
+		}
+		return nil
+	})
+	for i, p := range ps {
+		if i == dup {
+			continue
+		}
+		if got := f.Get(p.ID).Status; got != rota.StatusScheduled {
+			t.Errorf("task %d: %s; want SCHEDULED", i, got)
+		}
+	}
+}

@@ -118,7 +118,14 @@ func (s *Store) TaskInsert(ctx context.Context, p store.TaskInsertParams) (store
 // with dependencies, which must see the items before it, goes alone.
 func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams) ([]store.TaskInsertResult, error) {
 	out := make([]store.TaskInsertResult, len(ps))
-	err := s.write(ctx, func(ctx context.Context, tx *wtx) error {
+	o := &op{}
+	if plainInserts(ps) {
+		o.insert = &groupInsert{ps: ps, out: out}
+	}
+	o.fn = func(ctx context.Context, tx *wtx) error {
+		if o.insert.take(tx) {
+			return nil
+		}
 		start := 0 // the first item of the current run of plain items
 		for i, p := range ps {
 			deps := len(p.DependsOn) > 0 || len(p.DependsOnItems) > 0
@@ -141,11 +148,82 @@ func (s *Store) TaskInsertMany(ctx context.Context, ps []store.TaskInsertParams)
 			out[i] = r
 		}
 		return insertPlain(ctx, tx, ps[start:], out[start:])
-	})
-	if err != nil {
+	}
+	if err := s.writeOp(ctx, o); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// plainInserts reports whether every item of ps is plain: no key, no
+// dependencies (such items are inserted by multi-row INSERTs).
+func plainInserts(ps []store.TaskInsertParams) bool {
+	for _, p := range ps {
+		if p.Key != "" || len(p.DependsOn) > 0 || len(p.DependsOnItems) > 0 {
+			return false
+		}
+	}
+	return len(ps) > 0
+}
+
+// groupInsert is an insert of plain tasks that the writer may insert
+// together with the others of its group commit (insertGroup), so that
+// single submits queued together share multi-row INSERTs.
+type groupInsert struct {
+	ps  []store.TaskInsertParams
+	out []store.TaskInsertResult
+	set bool // insertGroup inserted its tasks in this transaction
+}
+
+// take reports whether insertGroup already inserted the tasks in this
+// transaction, and forgets it, so that a group run again (with
+// savepoints) runs the insert alone. An inserted group marks the
+// operation dirty: it wrote.
+func (g *groupInsert) take(tx *wtx) bool {
+	if g == nil || !g.set {
+		return false
+	}
+	g.set = false
+	tx.dirty = true
+	return true
+}
+
+// groupInserts returns the grouped inserts at the start of ops, up to the
+// first other operation; none when the first is already inserted, or
+// with savepoints (a group run again runs each operation alone).
+func groupInserts(ops []*op, savepoints bool) []*groupInsert {
+	if savepoints || len(ops) == 0 || ops[0].insert == nil || ops[0].insert.set {
+		return nil
+	}
+	var out []*groupInsert
+	for _, o := range ops {
+		if o.insert == nil {
+			break
+		}
+		out = append(out, o.insert)
+	}
+	return out
+}
+
+// insertGroup inserts the tasks of the inserts ins with as few multi-row
+// INSERTs as their rows need (insertPlain), and records each insert's
+// results. On an error (a duplicate id) nothing is settled: the caller
+// rolls back and runs each operation alone.
+func insertGroup(ctx context.Context, tx *wtx, ins []*groupInsert) error {
+	var ps []store.TaskInsertParams
+	for _, g := range ins {
+		ps = append(ps, g.ps...)
+	}
+	out := make([]store.TaskInsertResult, len(ps))
+	if err := insertPlain(ctx, tx, ps, out); err != nil {
+		return err
+	}
+	for _, g := range ins {
+		n := copy(g.out, out)
+		out = out[n:]
+		g.set = true
+	}
+	return nil
 }
 
 // maxInsertRows bounds the rows of one multi-row INSERT: at most this many
