@@ -130,7 +130,12 @@ func (c *Client) Submit(ctx context.Context, p TaskParams) (SubmitResult, error)
 // /api/tasks/batch): either all are stored or, on error, none. Results are
 // in the order of ps.
 func (c *Client) SubmitBatch(ctx context.Context, ps []TaskParams) ([]SubmitResult, error) {
-	in := rotaapi.BatchSubmitRequest{Tasks: make([]json.RawMessage, len(ps))}
+	// The body (a rotaapi.BatchSubmitRequest) is written here, each task
+	// encoded once: marshalling the request with its tasks as raw
+	// messages scanned every task's JSON again, a tenth of a core of a
+	// 32-client batch load.
+	body := make([]byte, 0, 16+96*len(ps))
+	body = append(body, `{"tasks":[`...)
 	for i := range ps {
 		w, err := ps[i].wire()
 		if err != nil {
@@ -140,12 +145,23 @@ func (c *Client) SubmitBatch(ctx context.Context, ps []TaskParams) ([]SubmitResu
 			}
 			return nil, err
 		}
-		if in.Tasks[i], err = json.Marshal(w); err != nil {
+		b, err := json.Marshal(w)
+		if err != nil {
 			return nil, fmt.Errorf("rotaclient: encode tasks[%d]: %w", i, err)
 		}
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, b...)
+	}
+	body = append(body, "]}"...)
+	const path = "/api/tasks/batch"
+	status, raw, err := c.send(ctx, http.MethodPost, path, true, body)
+	if err != nil {
+		return nil, err
 	}
 	var out rotaapi.BatchSubmitResponse
-	if err := c.Do(ctx, http.MethodPost, "/api/tasks/batch", in, &out); err != nil {
+	if err := decodeResponse(http.MethodPost, path, status, raw, &out); err != nil {
 		return nil, err
 	}
 	return out.Results, nil
