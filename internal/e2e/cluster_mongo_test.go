@@ -19,10 +19,13 @@ func TestLeaderKilledHandsOverMongo(t *testing.T) {
 // with 3 s, the runs of a claim lapsed before its worker had them (274
 // of 286 runs ended "lease expired" in one try) and 600 tasks did not
 // end in 5 minutes. With 30 s, 600 tasks took 243 s under a load
-// average of 30 (28 reruns, each after its lease lapsed); 400 keep the
-// test near 3 minutes. The killed worker's runs lapse after 30 s.
+// average of 30 (28 reruns, each after its lease lapsed); 400 kept the
+// test near 3 minutes until a CI run on 2026-11-28, with the mongostore
+// and sqlitestore suites beside it, ended 172 of them in 4 minutes; 200
+// keep the kills, the reruns and every check with half the load. The
+// killed worker's runs lapse after 30 s.
 const (
-	clusterTasksMongo = 400
+	clusterTasksMongo = 200
 	clusterHBMongo    = 30
 )
 
