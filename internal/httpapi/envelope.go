@@ -25,7 +25,7 @@ func (a *API) writeData(w http.ResponseWriter, r *http.Request, data any) {
 		status = s.httpStatus()
 	}
 	var buf bytes.Buffer
-	if ok, err := encodeFast(&buf, data); ok && err == nil {
+	if encodeFast(&buf, data) {
 		a.writeBody(w, status, buf.Bytes())
 		return
 	}
