@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"io"
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
@@ -40,29 +41,18 @@ its peak RSS (sampled every 100 ms) come from its /metrics. It prints a Markdown
 				return err
 			}
 			cfg.Out = env.Stdout
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+			stopProfile, err := startRecording(cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile)
+			if err != nil {
+				return err
 			}
-			if traceFile != "" {
-				f, err := os.Create(traceFile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := trace.Start(f); err != nil {
-					return err
-				}
-				defer trace.Stop()
+			defer stopProfile()
+			stopTrace, err := startRecording(traceFile, trace.Start, trace.Stop)
+			if err != nil {
+				stopProfile()
+				return err
 			}
-			_, err := bench.Run(cmd.Context(), cfg)
+			defer stopTrace()
+			_, err = bench.Run(cmd.Context(), cfg)
 			return err
 		},
 	}
@@ -87,4 +77,26 @@ its peak RSS (sampled every 100 ms) come from its /metrics. It prints a Markdown
 	f.DurationVar(&cfg.SampleEvery, "sample-every", 100*time.Millisecond, "with --server: how often to read its /metrics for its peak RSS (each read counts the store's tasks: make it rarer with a deep queue)")
 	annotateEnv(cmd)
 	return cmd
+}
+
+// startRecording starts a recording of the run (a CPU profile, an
+// execution trace) into a new file at path with start; the function it
+// returns stops it with stop and closes the file. An empty path records
+// nothing.
+func startRecording(path string, start func(io.Writer) error, stop func()) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		stop()
+		f.Close()
+	}, nil
 }
