@@ -85,9 +85,9 @@ func fastEligible(p store.RunCompleteParams, dup bool) bool {
 }
 
 // completeFast settles the reports of group that completeFastSQL settles,
-// in one transaction of one round trip, and returns the answer of each
-// report (nil: not settled here, for the general path). When its
-// transaction fails it settles none.
+// with one statement in one round trip, and returns the answer of each
+// report (nil: not settled here, for the general path). When the
+// statement fails it settles none.
 func (s *Store) completeFast(group []*completeReq) []*rota.Task {
 	out := make([]*rota.Task, len(group))
 	count := make(map[string]int, len(group))
@@ -113,29 +113,41 @@ func (s *Store) completeFast(group []*completeReq) []*rota.Task {
 			results[i] = &v
 		}
 	}
-	var settled map[string]*rota.Task
-	err := s.tx(context.WithoutCancel(fast[0].ctx), "complete runs", func(t *txn) error {
-		settled = make(map[string]*rota.Task, n)
-		t.queue(completeFastSQL, runs, workers, nows, msgs, results).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				task, runID, kindCap, err := scanFastRow(rows)
-				if err != nil {
-					return err
-				}
-				settled[runID] = task
-				if kindCap > 0 {
-					// The run freed a place under its kind's cap.
-					now := ms(task.EndTime)
-					t.notifySelf(task.Kind, now, now)
-				}
-			}
-			return rows.Err()
-		})
-		return nil
-	})
+	// One statement outside a transaction block, a transaction of its
+	// own: BEGIN and COMMIT around it would cost PostgreSQL two more
+	// statements for nothing. Its answer comes after the commit (and the
+	// WAL flush), so a settled report is durable. Once sent it is waited
+	// for whatever the contexts do (see completeGroup).
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(fast[0].ctx), commitTimeout)
+	defer cancel()
+	settled := make(map[string]*rota.Task, n)
+	ns := make(notes)
+	rows, err := s.pool.Query(cctx, completeFastSQL, runs, workers, nows, msgs, results)
 	if err != nil {
 		return out
 	}
+	for rows.Next() {
+		task, runID, kindCap, err := scanFastRow(rows)
+		if err != nil {
+			// A row of the table's own columns that does not scan: the
+			// statement commits all the same (Close reads it to its
+			// end), and the general path answers these reports from
+			// the rows as they now are.
+			rows.Close()
+			return out
+		}
+		settled[runID] = task
+		if kindCap > 0 {
+			// The run freed a place under its kind's cap.
+			now := ms(task.EndTime)
+			ns.add(task.Kind, now, now, true)
+		}
+	}
+	rows.Close()
+	if rows.Err() != nil {
+		return out
+	}
+	s.post(ns)
 	for i, r := range group {
 		if fastEligible(r.p, count[r.p.RunID] > 1) {
 			out[i] = settled[r.p.RunID]

@@ -20,7 +20,9 @@ import (
 // batch (txn.flush, SendBatch) is one round trip for all its statements; a
 // preparation (pgx prepares each distinct statement once per connection)
 // is one more (a batch prepares what it lacks in a pipeline of its own,
-// which pgx does not trace: warm a path up before counting it). COMMIT statements count as commits.
+// which pgx does not trace: warm a path up before counting it). COMMIT
+// statements count as commits, and so does a write sent outside a
+// transaction block, which is a transaction of its own (insertcopy.go).
 type costTracer struct{ c *storecost.Counter }
 
 var (
@@ -31,8 +33,12 @@ var (
 )
 
 // TraceQueryStart implements pgx.QueryTracer.
-func (t costTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	t.c.Add(ctx, storecost.Counts{Statements: 1, RoundTrips: 1, Commits: commits(d.SQL)})
+func (t costTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	n := storecost.Counts{Statements: 1, RoundTrips: 1, Commits: commits(d.SQL)}
+	if conn.PgConn().TxStatus() == 'I' && writes(d.SQL) {
+		n.Commits = 1
+	}
+	t.c.Add(ctx, n)
 	return ctx
 }
 
@@ -167,4 +173,24 @@ func (s *Store) flushStats(ctx context.Context) error {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// writes reports whether sql writes: an INSERT, UPDATE or DELETE, or a
+// WITH query with one of them among its parts.
+func writes(sql string) bool {
+	sql = strings.ToLower(strings.TrimSpace(sql))
+	for _, w := range []string{"insert", "update", "delete"} {
+		if strings.HasPrefix(sql, w) {
+			return true
+		}
+	}
+	if !strings.HasPrefix(sql, "with") {
+		return false
+	}
+	for _, w := range []string{"insert into", "update ", "delete from"} {
+		if strings.Contains(sql, w) {
+			return true
+		}
+	}
+	return false
 }

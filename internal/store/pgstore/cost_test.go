@@ -42,7 +42,7 @@ func TestCostPerTask(t *testing.T) {
 		}
 		return w
 	}, map[string]storecost.Counts{
-		// One COPY tasks outside a transaction block, a transaction of
+		// One INSERT tasks outside a transaction block, a transaction of
 		// its own (insertcopy.go); BEGIN; INSERT tasks; COMMIT before.
 		storetest.CostInsert: storetest.Transaction(1, 1),
 		// Batch 1: BEGIN; upsert workers (written only past a second);
@@ -55,17 +55,19 @@ func TestCostPerTask(t *testing.T) {
 		// (lease); the worker's sighting (written only past a second) and
 		// stop flag; COMMIT.
 		storetest.CostHeartbeat: storetest.Transaction(5, 2),
-		// A report alone in its group, one batch: BEGIN; UPDATE tasks …
-		// RETURNING (completeFastSQL: run and task settled together, the
-		// report's checks in its WHERE clause, no lock step; the task
-		// returned whole); COMMIT. 4 statements in 2 round trips before
-		// (a SELECT FOR NO KEY UPDATE first).
-		storetest.CostComplete: storetest.Transaction(3, 1),
+		// A report alone in its group: UPDATE tasks … RETURNING
+		// (completeFastSQL: run and task settled together, the report's
+		// checks in its WHERE clause, no lock step; the task returned
+		// whole) outside a transaction block, a transaction of its own.
+		// BEGIN, the UPDATE and COMMIT in one batch before; 4 statements
+		// in 2 round trips before that (a SELECT FOR NO KEY UPDATE first).
+		storetest.CostComplete: storetest.Transaction(1, 1),
 		// As a claim, without its second batch's write: BEGIN; upsert
 		// workers; SELECT kinds FOR UPDATE; the pick; then COMMIT alone.
 		storetest.CostClaimEmpty: storetest.Transaction(5, 2),
-		// One COPY of every task, its own transaction; BEGIN, one INSERT
-		// tasks of every task (unnest) and COMMIT before.
+		// One INSERT tasks of every task (unnest) outside a transaction
+		// block (from copyMinRows tasks on, one COPY); BEGIN, the INSERT
+		// and COMMIT before.
 		storetest.CostInsertBatch: storetest.Transaction(1, 1),
 		// As a claim of one: the pick and the write are set-based.
 		storetest.CostClaimBatch: storetest.Transaction(6, 2),
@@ -73,11 +75,11 @@ func TestCostPerTask(t *testing.T) {
 		// SELECT the last run. Batch 2: INSERT tasks (the run); UPDATE
 		// schedules (state, version); COMMIT.
 		storetest.CostFire: storetest.Transaction(7, 2),
-		// One statement outside a transaction (its own commit, not counted
-		// as a COMMIT): UPDATE event_seq joined with INSERT events (one
+		// One statement outside a transaction block, a transaction of its
+		// own (a commit): UPDATE event_seq joined with INSERT events (one
 		// chunk of all the events). The notification to the other nodes follows from the
 		// notifier, merged with the kinds' ones.
-		storetest.CostEventAppend: {Statements: 1, RoundTrips: 1, Commits: 0},
+		storetest.CostEventAppend: {Statements: 1, RoundTrips: 1, Commits: 1},
 	})
 	// Row versions (pg_stat_user_tables). Before issue 13 a task wrote a
 	// run row at its claim and updated it at its end: claim 4, heartbeat
@@ -153,11 +155,12 @@ func TestRowVersionsPerTask(t *testing.T) {
 	if d := cmp.Diff(want, withoutHot(grouped)); d != "" {
 		t.Errorf("row writes of %d tasks in groups (-want +got):\n%s", n, d)
 	}
-	// A group of success reports, whatever its size, one batch: BEGIN;
-	// one UPDATE … FROM unnest … RETURNING of every task (completeFastSQL);
-	// COMMIT. Before: 4 statements in 2 round trips (the tasks locked
-	// first by a SELECT FOR NO KEY UPDATE).
-	wantGroup := storecost.Counts{Statements: 3, RoundTrips: 1, Commits: 1}
+	// A group of success reports, whatever its size: one UPDATE … FROM
+	// unnest … RETURNING of every task (completeFastSQL) outside a
+	// transaction block. Before: BEGIN, it and COMMIT in one batch; 4
+	// statements in 2 round trips before that (the tasks locked first by
+	// a SELECT FOR NO KEY UPDATE).
+	wantGroup := storecost.Counts{Statements: 1, RoundTrips: 1, Commits: 1}
 	groupCost.Prepares = 0
 	if groupCost != wantGroup {
 		t.Errorf("a group of %d reports: %v, want %v", n, groupCost, wantGroup)

@@ -115,3 +115,6 @@ func MigrateTo(ctx context.Context, url, schema string, n int) error {
 func CompleteLocked(s *Store, ctx context.Context, p store.RunCompleteParams) (*rota.Task, error) {
 	return s.completeOne(ctx, p)
 }
+
+// CopyMinRows is the fewest tasks an insert sends by COPY.
+const CopyMinRows = copyMinRows

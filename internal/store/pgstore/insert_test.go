@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -110,7 +111,6 @@ func TestInsertGroupIsolatesErrors(t *testing.T) {
 	counted := openCounted(t, &c)
 	g := storetest.NewFixture(t, counted)
 	g.InsertNew("k", now) // the kind's row (a transaction)
-	g.InsertNew("k", now) // the COPY's statement description
 	reqs := make([][]store.TaskInsertParams, 5)
 	for i := range reqs {
 		reqs[i] = []store.TaskInsertParams{g.Params("k", now)}
@@ -122,9 +122,53 @@ func TestInsertGroupIsolatesErrors(t *testing.T) {
 			t.Fatalf("request %d: %v", i, err)
 		}
 	}
-	// One COPY of the group's tasks, a transaction of its own (BEGIN,
-	// INSERT … unnest and COMMIT before).
-	if d := c.Snapshot().Sub(before).Caller; d.Statements != 1 || d.RoundTrips != 1 || d.Commits != 1 {
-		t.Errorf("a group of %d single inserts: %v, want 1 statement, 1 round trip, 1 commit", len(reqs), d)
+	// One INSERT … unnest of the group's tasks outside a transaction
+	// block, a transaction of its own (BEGIN, INSERT and COMMIT before;
+	// then a COPY, which costs more than an INSERT below copyMinRows).
+	// (A preparation is the connection's, once.)
+	if d := c.Snapshot().Sub(before).Caller; d.Statements != 1 || d.RoundTrips-d.Prepares != 1 || d.Commits != 1 {
+		t.Errorf("a group of %d single inserts: %v, want 1 statement, 1 round trip (besides prepares), 1 commit", len(reqs), d)
+	}
+}
+
+// TestInsertStatementBySize checks both ways an unkeyed insert of known
+// kinds goes: below CopyMinRows one INSERT, from it on one COPY, each
+// outside a transaction block (one statement, one round trip, one commit),
+// and every task stored as given either way.
+func TestInsertStatementBySize(t *testing.T) {
+	t.Parallel()
+	var c storecost.Counter
+	st := openCounted(t, &c)
+	f := storetest.NewFixture(t, st)
+	now := f.At(time.Second)
+	f.InsertNew("k", now) // the kind's row (a transaction)
+	for _, n := range []int{1, 2, pgstore.CopyMinRows - 1, pgstore.CopyMinRows, 100} {
+		batch := func() []store.TaskInsertParams {
+			ps := make([]store.TaskInsertParams, n)
+			for i := range ps {
+				ps[i] = f.Params("k", now)
+				ps[i].Priority = rota.Priorities()[i%3]
+				ps[i].Payload = []byte(fmt.Sprintf(`{"i":%d}`, i))
+				ps[i].WorkerIDs = []string{"w1"}[:i%2]
+			}
+			return ps
+		}
+		ps := batch()
+		before := c.Snapshot()
+		if _, err := st.TaskInsertMany(t.Context(), ps); err != nil {
+			t.Fatalf("%d tasks: %v", n, err)
+		}
+		// A preparation is the connection's, once (the pool may hand
+		// out one that has not prepared the statement yet).
+		if d := c.Snapshot().Sub(before).Caller; d.Statements != 1 || d.RoundTrips-d.Prepares != 1 || d.Commits != 1 {
+			t.Errorf("%d tasks: %v, want 1 statement, 1 round trip (besides prepares), 1 commit", n, d)
+		}
+		for _, p := range ps {
+			got := f.Get(p.ID)
+			if got.Kind != p.Kind || got.Priority.Level() != p.Priority.Level() || string(got.Payload) != string(p.Payload) ||
+				len(got.WorkerIDs) != len(p.WorkerIDs) || got.Status != rota.StatusScheduled {
+				t.Errorf("%d tasks: stored %+v, want the params %+v", n, got, p)
+			}
+		}
 	}
 }

@@ -382,9 +382,16 @@ func insertDeps(ctx context.Context, t *txn, p store.TaskInsertParams, r store.T
 }
 
 // queueInsertBatch queues the insert of unkeyed tasks in one statement
-// (rows from arrays): one statement to parse, plan and execute however
-// many tasks, rather than one each.
+// (insertBatch).
 func queueInsertBatch(t *txn, ps []store.TaskInsertParams) {
+	sql, args := insertBatch(ps)
+	t.queue(sql, args...)
+}
+
+// insertBatch is the insert of unkeyed tasks in one statement (rows from
+// arrays): one statement to parse, plan and execute however many tasks,
+// rather than one each.
+func insertBatch(ps []store.TaskInsertParams) (string, []any) {
 	n := len(ps)
 	var (
 		ids, kinds, wids, scheds        = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -411,16 +418,17 @@ func queueInsertBatch(t *txn, ps []store.TaskInsertParams) {
 			runAt[i] = created[i]
 		}
 	}
-	t.queue(`INSERT INTO tasks (id, kind, level, payload, status, max_retries, workers, worker_ids,
-			timeout_s, hb_timeout_s, created_at, run_at, schedule_id, fire_time, updated_at)
-		SELECT u.id, u.kind, u.level, u.payload::json, 'SCHEDULED', u.max_retries, u.workers,
-			CASE WHEN u.wids = '' THEN '{}'::text[] ELSE ARRAY(SELECT json_array_elements_text(u.wids::json)) END,
-			u.timeout_s, u.hb, u.created, u.run_at, u.sched, u.fire, u.created
-		FROM unnest($1::text[], $2::text[], $3::smallint[], $4::text[], $5::int[], $6::int[], $7::text[],
-				$8::int[], $9::int[], $10::bigint[], $11::bigint[], $12::text[], $13::bigint[])
-			AS u(id, kind, level, payload, max_retries, workers, wids, timeout_s, hb, created, run_at, sched, fire)`,
-		ids, kinds, levels, payloads, retries, workers, wids, timeouts, hbs, created, runAt, scheds, fire)
+	return insertBatchSQL, []any{ids, kinds, levels, payloads, retries, workers, wids, timeouts, hbs, created, runAt, scheds, fire}
 }
+
+const insertBatchSQL = `INSERT INTO tasks (id, kind, level, payload, status, max_retries, workers, worker_ids,
+		timeout_s, hb_timeout_s, created_at, run_at, schedule_id, fire_time, updated_at)
+	SELECT u.id, u.kind, u.level, u.payload::json, 'SCHEDULED', u.max_retries, u.workers,
+		CASE WHEN u.wids = '' THEN '{}'::text[] ELSE ARRAY(SELECT json_array_elements_text(u.wids::json)) END,
+		u.timeout_s, u.hb, u.created, u.run_at, u.sched, u.fire, u.created
+	FROM unnest($1::text[], $2::text[], $3::smallint[], $4::text[], $5::int[], $6::int[], $7::text[],
+			$8::int[], $9::int[], $10::bigint[], $11::bigint[], $12::text[], $13::bigint[])
+		AS u(id, kind, level, payload, max_retries, workers, wids, timeout_s, hb, created, run_at, sched, fire)`
 
 func insertArgs(p store.TaskInsertParams) []any {
 	now := ms(p.Now)
