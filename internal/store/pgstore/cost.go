@@ -175,20 +175,13 @@ func (s *Store) flushStats(ctx context.Context) error {
 	}
 }
 
-// writes reports whether sql writes: an INSERT, UPDATE or DELETE, or a
-// WITH query with one of them among its parts.
+// writes reports whether sql is an INSERT, UPDATE or DELETE statement.
+// (The one WITH statement sent alone, the event append, commits without
+// waiting for its WAL flush: not counted.)
 func writes(sql string) bool {
-	sql = strings.ToLower(strings.TrimSpace(sql))
+	sql = strings.TrimSpace(sql)
 	for _, w := range []string{"insert", "update", "delete"} {
-		if strings.HasPrefix(sql, w) {
-			return true
-		}
-	}
-	if !strings.HasPrefix(sql, "with") {
-		return false
-	}
-	for _, w := range []string{"insert into", "update ", "delete from"} {
-		if strings.Contains(sql, w) {
+		if len(sql) >= len(w) && strings.EqualFold(sql[:len(w)], w) {
 			return true
 		}
 	}

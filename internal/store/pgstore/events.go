@@ -23,7 +23,7 @@ const eventsNote = "!events"
 // so that IDs become visible in order), inserts the events as one chunk
 // (one row: ids first_id..id, data a JSON array of [at, event] pairs;
 // an append is one row version however many events it carries) and
-// notifies the other nodes. The notification is sent inside the
+// notifies the other nodes (if it knows of any: see alone). The notification is sent inside the
 // statement, not by the notifier after it (as the kinds' are): appends are
 // serialized by the counter row anyway, so the commit-time lock on the
 // notification queue costs them nothing more, and a separate statement
@@ -43,15 +43,19 @@ func (s *Store) EventAppend(ctx context.Context, evs []rota.Event) (uint64, erro
 	if err != nil {
 		return 0, err
 	}
+	note := []string{encodePayload(eventsNote, 0, s.cfg.NodeID)}
+	if s.alone() {
+		note = note[:0] // no other node to tell (notify.go)
+	}
 	var last int64
 	err = s.pool.QueryRow(ctx, `WITH seq AS (
 			UPDATE event_seq SET last_id = last_id + $1 RETURNING last_id
 		), ins AS (
 			INSERT INTO events (id, first_id, at, data) SELECT seq.last_id, seq.last_id - $1 + 1, $2, $3 FROM seq
 		)
-		SELECT seq.last_id FROM seq, (SELECT pg_notify($4, $5)) AS note,
+		SELECT seq.last_id FROM seq, (SELECT count(pg_notify($4, p)) FROM unnest($5::text[]) AS p) AS note,
 			(SELECT set_config('synchronous_commit', 'off', true)) AS async`,
-		len(evs), ms(evs[0].Time), data, s.channel, encodePayload(eventsNote, 0, s.cfg.NodeID)).Scan(&last)
+		len(evs), ms(evs[0].Time), data, s.channel, note).Scan(&last)
 	if err != nil {
 		return 0, s.translate("append events", err)
 	}

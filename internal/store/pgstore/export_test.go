@@ -118,3 +118,6 @@ func CompleteLocked(s *Store, ctx context.Context, p store.RunCompleteParams) (*
 
 // CopyMinRows is the fewest tasks an insert sends by COPY.
 const CopyMinRows = copyMinRows
+
+// ChannelName is the notification channel of a schema.
+func ChannelName(schema string) string { return channelName(schema) }

@@ -2,12 +2,15 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rotahq/rota/internal/store"
+	"github.com/rotahq/rota/internal/store/pgstore"
 	"github.com/rotahq/rota/internal/store/storetest"
 )
 
@@ -245,5 +248,76 @@ func TestSubscribeSkipsOwnEcho(t *testing.T) {
 	}
 	if !n.RunAt.Equal(fa.At(7 * time.Second)) {
 		t.Fatalf("retry notification RunAt %v, want %v", n.RunAt, fa.At(7*time.Second))
+	}
+}
+
+// TestNotifyOnlyWhenPeersListen watches the schema's channel from a plain
+// connection (not a node: it announces nothing). A node listening alone
+// sends only the notes it must hear itself; once another node listens,
+// the two learn of each other (hello, here), the newcomer wakes its
+// receivers for every kind (a task announced to nobody meanwhile is
+// found), and inserts are announced again.
+func TestNotifyOnlyWhenPeersListen(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	a := openSchema(t, schema, "node-a")
+	b := openSchema(t, schema, "node-b")
+	watch, err := pgx.Connect(t.Context(), testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close(context.Background())
+	if _, err := watch.Exec(t.Context(), "LISTEN "+pgx.Identifier{pgstore.ChannelName(schema)}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	// next returns the next payload on the channel, "" after d of silence.
+	next := func(d time.Duration) string {
+		ctx, cancel := context.WithTimeout(t.Context(), d)
+		defer cancel()
+		n, err := watch.WaitForNotification(ctx)
+		if err != nil {
+			return ""
+		}
+		return n.Payload
+	}
+	// until reads payloads until want, failing on any payload of refused.
+	until := func(want string, refused func(string) bool) {
+		t.Helper()
+		for {
+			p := next(5 * time.Second)
+			switch {
+			case p == "":
+				t.Fatalf("no payload %q within 5 s", want)
+			case refused != nil && refused(p):
+				t.Fatalf("payload %q sent, not wanted here", p)
+			case p == want:
+				return
+			}
+		}
+	}
+
+	storetest.Subscribe(t, a)
+	until("|hello|node-a", nil) // a listens, and knows no other node
+	fa := storetest.NewFixture(t, a)
+	fa.InsertNew("alone", fa.At(0))
+	// A retry is a note a must hear itself (anonymous): sent after the
+	// insert's, had a sent that.
+	c := fa.ClaimOne("w1", fa.At(time.Second), "alone")
+	fa.Fail("w1", c.RunID, fa.At(2*time.Second), func(int) time.Duration { return 5 * time.Second })
+	retry := fmt.Sprintf("alone|%d|", fa.At(7*time.Second).UnixMilli())
+	until(retry, func(p string) bool { return strings.HasPrefix(p, "alone|0|") })
+
+	fa.InsertNew("unheard", fa.At(0)) // announced to nobody: no node but a listens
+	notesB := storetest.Subscribe(t, b)
+	until("|hello|node-b", func(p string) bool { return strings.HasPrefix(p, "unheard|") })
+	until("|here|node-a", nil) // a's answer
+	// b learned of a: it wakes its receivers for every kind.
+	if _, ok := waitFor(notesB, "unheard", 5*time.Second); !ok {
+		t.Fatal("node-b did not look again at the kinds on learning of node-a")
+	}
+	// a learned of b: inserts are announced again.
+	fa.InsertNew("heard", fa.At(0))
+	if _, ok := waitFor(notesB, "heard", 5*time.Second); !ok {
+		t.Fatal("node-b did not hear node-a's insert")
 	}
 }

@@ -125,6 +125,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -186,9 +187,14 @@ type Store struct {
 
 	// Notifications waiting for the notifier (notify.go).
 	noteMu   sync.Mutex
-	pending  notes         // guarded by noteMu
-	noteWake chan struct{} // capacity 1: pending has something
-	noteDone chan struct{} // closed when the notifier has stopped
+	pending  notes    // guarded by noteMu
+	controls []string // guarded by noteMu: presence payloads to send (notify.go)
+	// Presence (notify.go): whether this store's LISTEN connection is up,
+	// and when it last heard another node (unix ns).
+	listening atomic.Bool
+	peerSeen  atomic.Int64
+	noteWake  chan struct{} // capacity 1: pending has something
+	noteDone  chan struct{} // closed when the notifier has stopped
 
 	// Reports waiting for a completer (complete.go).
 	completeQ      chan *completeReq

@@ -143,9 +143,37 @@ func TestNotesMerge(t *testing.T) {
 	b.add("i", 50, 100, false)
 	b.add("h", 50, 100, true) // the sender hears it too: anonymous
 	a.merge(b)
-	got := a.payloads("n1")
+	got := a.payloads("n1", false)
 	want := []string{"h|0|", "i|0|n1", "j|7000|n1", "k|0|n1", "k|3000|n1"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("payloads = %q, want %q", got, want)
+	}
+	// A node that knows no other listening node sends only what it must
+	// hear itself.
+	if got, want := a.payloads("n1", true), []string{"h|0|"}; !slices.Equal(got, want) {
+		t.Fatalf("payloads alone = %q, want %q", got, want)
+	}
+}
+
+func TestDecodeControl(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		p, what, node string
+		ok            bool
+	}{
+		{"|hello|n1", helloControl, "n1", true},
+		{"|here|node|with|bars", hereControl, "node|with|bars", true},
+		{"|other|n1", "", "", false},
+		{"k|0|n1", "", "", false},
+		{"|here", "", "", false},
+	} {
+		what, node, ok := decodeControl(c.p)
+		if ok != c.ok || (ok && (what != c.what || node != c.node)) {
+			t.Errorf("decodeControl(%q) = %q, %q, %v; want %q, %q, %v", c.p, what, node, ok, c.what, c.node, c.ok)
+		}
+		// An older node's decoder finds no kind in it.
+		if _, _, old := decodePayload(c.p); c.ok && old {
+			t.Errorf("decodePayload(%q) accepted a control payload", c.p)
+		}
 	}
 }
