@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"regexp"
 	"sync"
 	"time"
 )
@@ -45,15 +44,40 @@ func (g *IDGenerator) New(now time.Time) string {
 	return hex.EncodeToString(out[:])
 }
 
-var idPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
+// IDPattern is the form of a Rota id.
+const IDPattern = `^[0-9a-f]{32}$`
 
-// ValidID reports whether s has the form of a Rota id.
-func ValidID(s string) bool { return len(s) == 32 && idPattern.MatchString(s) }
+// ValidID reports whether s has the form of a Rota id (IDPattern).
+func ValidID(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // KindPattern is the pattern a kind name must match.
 const KindPattern = `^[A-Za-z0-9_.:-]{1,128}$`
 
-var kindRE = regexp.MustCompile(KindPattern)
-
-// ValidKind reports whether s is an acceptable kind name.
-func ValidKind(s string) bool { return kindRE.MatchString(s) }
+// ValidKind reports whether s is an acceptable kind name (KindPattern).
+// It and ValidID are loops rather than regular expressions: every submit,
+// claim and report checks them, and the regexp's match was ~3% of the
+// server's CPU at 500 tasks/s (TestValidMatchesPattern checks them against
+// the patterns).
+func ValidKind(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
