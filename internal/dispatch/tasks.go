@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,13 @@ func (d *Dispatcher) Complete(ctx context.Context, p store.RunCompleteParams) (*
 		d.afterExpiry(ctx, err)
 		return nil, err
 	}
+	d.completed(ctx, p, t)
+	return t, nil
+}
+
+// completed announces the report p, which left t: the run's and the
+// task's events, the wake-ups its end allows, its dependents.
+func (d *Dispatcher) completed(ctx context.Context, p store.RunCompleteParams, t *rota.Task) {
 	for _, r := range t.Runs {
 		if r.ID == p.RunID {
 			ev := rota.Event{Type: rota.EventRun, Kind: t.Kind, TaskID: t.ID, RunID: r.ID, WorkerID: r.WorkerID,
@@ -69,7 +77,6 @@ func (d *Dispatcher) Complete(ctx context.Context, p store.RunCompleteParams) (*
 	if t.Status.Terminal() && len(t.Dependents) > 0 {
 		d.afterDeps(ctx, t, p.Now)
 	}
-	return t, nil
 }
 
 // maxDependentsWake bounds the dependents afterDeps reads: beyond it, they
@@ -103,11 +110,18 @@ func (d *Dispatcher) afterDeps(ctx context.Context, t *rota.Task, now time.Time)
 // does not start a goroutine per report.
 const completeManyConcurrency = 512
 
+// manyCompleter is a store that settles a request's reports together
+// (pgstore: they join one group commit as one).
+type manyCompleter interface {
+	RunCompleteMany(ctx context.Context, ps []store.RunCompleteParams) ([]*rota.Task, []error)
+}
+
 // CompleteMany reports many runs at once. Each report is Complete with its
-// params (same store call, events and wake-ups), and the reports run
+// params (same store call, events and wake-ups). A store that takes them
+// together (manyCompleter) gets them in one call; otherwise they run
 // concurrently, so that the store's group commit settles them together
-// (pgstore and sqlitestore each commit concurrent RunComplete calls in one
-// transaction) instead of paying one commit per run. tasks[i] and errs[i]
+// (sqlitestore commits concurrent RunComplete calls in one transaction)
+// instead of paying one commit per run. tasks[i] and errs[i]
 // answer ps[i], with exactly one of them non-nil; one report's failure
 // (rota.ErrLeaseLost, rota.ErrNotFound, ...) does not affect the others.
 // ps should name each run once: two reports of one run race, and which
@@ -117,6 +131,24 @@ func (d *Dispatcher) CompleteMany(ctx context.Context, ps []store.RunCompletePar
 	errs = make([]error, len(ps))
 	if len(ps) == 1 {
 		tasks[0], errs[0] = d.Complete(ctx, ps[0])
+		return tasks, errs
+	}
+	if mc, ok := d.cfg.Store.(manyCompleter); ok {
+		ps = slices.Clone(ps)
+		for i := range ps {
+			ps[i].Now = d.cfg.Clock.Now()
+			if ps[i].Backoff == nil {
+				ps[i].Backoff = d.backoff.Delay
+			}
+		}
+		tasks, errs = mc.RunCompleteMany(ctx, ps)
+		for i, err := range errs {
+			if err != nil {
+				d.afterExpiry(ctx, err)
+				continue
+			}
+			d.completed(ctx, ps[i], tasks[i])
+		}
 		return tasks, errs
 	}
 	var (

@@ -30,8 +30,9 @@ import (
 // pool's other connections to claims and inserts.
 const completers = 2
 
-// maxCompleteGroup caps a group (a statement's array parameters and one
-// transaction's row locks).
+// maxCompleteGroup bounds a group (a statement's array parameters and one
+// transaction's row locks): a group takes no more requests once it holds
+// that many reports, so it holds fewer than twice that many.
 const maxCompleteGroup = 500
 
 // completeReq is one report waiting for a completer. res has room for the
@@ -52,25 +53,56 @@ type completeRes struct {
 // its own, and a report that finds its lease lapsed expires the run in the
 // group's transaction.
 func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*rota.Task, error) {
-	req := &completeReq{ctx: ctx, p: p, res: make(chan completeRes, 1)}
-	select {
-	case s.completeQ <- req:
-	case <-ctx.Done():
-		return nil, s.translate("complete run", ctx.Err())
-	case <-s.closed:
-		return nil, s.translate("complete run", net.ErrClosed)
+	tasks, errs := s.RunCompleteMany(ctx, []store.RunCompleteParams{p})
+	return tasks[0], errs[0]
+}
+
+// RunCompleteMany settles reports that came together (one request of a
+// worker) as RunComplete would each, answering ps[i] with tasks[i] or
+// errs[i]. They join a completer's group as one (up to maxCompleteGroup
+// at a time), so that a request's reports share a statement even when a
+// completer is idle: sent one by one, the first went alone and the rest
+// made the next group (measured at 500 tasks/s: ~0.7 report statements a
+// task for ~0.23 report requests).
+func (s *Store) RunCompleteMany(ctx context.Context, ps []store.RunCompleteParams) (tasks []*rota.Task, errs []error) {
+	tasks, errs = make([]*rota.Task, len(ps)), make([]error, len(ps))
+	reqs := make([]*completeReq, len(ps))
+	for i, p := range ps {
+		reqs[i] = &completeReq{ctx: ctx, p: p, res: make(chan completeRes, 1)}
+	}
+	sent := 0
+	for sent < len(reqs) {
+		unit := reqs[sent:min(sent+maxCompleteGroup, len(reqs))]
+		var err error
+		select {
+		case s.completeQ <- unit:
+			sent += len(unit)
+			continue
+		case <-ctx.Done():
+			err = s.translate("complete run", ctx.Err())
+		case <-s.closed:
+			err = s.translate("complete run", net.ErrClosed)
+		}
+		for i := sent; i < len(reqs); i++ {
+			errs[i] = err
+		}
+		break
 	}
 	// A completer answers every report it took, commit or not; waiting
 	// here (and not on ctx) means a caller is never told that a report
 	// failed when it committed.
-	r := <-req.res
-	return r.task, r.err
+	for i := range sent {
+		r := <-reqs[i].res
+		tasks[i], errs[i] = r.task, r.err
+	}
+	return tasks, errs
 }
 
 // completer settles groups of reports until the store closes.
 func (s *Store) completer() {
 	defer s.completersDone.Done()
-	serveGroups(s, s.completeQ, maxCompleteGroup, func(*completeReq) int { return 1 }, s.completeGroup)
+	serveGroups(s, s.completeQ, maxCompleteGroup, func(u []*completeReq) int { return len(u) },
+		func(units [][]*completeReq) { s.completeGroup(slices.Concat(units...)) })
 }
 
 // completeGroup settles a group of reports and answers each of them.

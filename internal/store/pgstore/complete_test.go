@@ -13,6 +13,7 @@ import (
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
 	"github.com/rotahq/rota/internal/store/pgstore"
+	"github.com/rotahq/rota/internal/store/storecost"
 	"github.com/rotahq/rota/internal/store/storetest"
 )
 
@@ -294,5 +295,56 @@ func TestCompleteFastAnswers(t *testing.T) {
 	}
 	if err := st.Check(ctx); err != nil {
 		t.Errorf("store inconsistent: %v", err)
+	}
+}
+
+// TestReportsOfARequestGoTogether sends a request's reports with
+// RunCompleteMany to an idle store: they are settled by one statement
+// (one completer's group), not the first alone and the rest after; and
+// each gets its own answer, a report of an unknown run its own error.
+func TestReportsOfARequestGoTogether(t *testing.T) {
+	t.Parallel()
+	var c storecost.Counter
+	st := openCounted(t, &c)
+	f := storetest.NewFixture(t, st)
+	now := f.At(time.Minute)
+	for range 12 {
+		f.InsertNew("k", f.At(0))
+	}
+	res := f.Claim("w", now, 12, "k")
+	if len(res.Runs) != 12 {
+		t.Fatalf("claimed %d, want 12", len(res.Runs))
+	}
+	report := func(runs []rota.ClaimedRun) []store.RunCompleteParams {
+		ps := make([]store.RunCompleteParams, len(runs))
+		for i, r := range runs {
+			ps[i] = store.RunCompleteParams{RunID: r.RunID, WorkerID: "w", Success: true, Now: now}
+		}
+		return ps
+	}
+	st.RunCompleteMany(t.Context(), report(res.Runs[:1])) // prepares the statement
+	before := c.Snapshot()
+	tasks, errs := st.RunCompleteMany(t.Context(), report(res.Runs[1:6]))
+	if d := c.Snapshot().Sub(before).Caller; d.Statements != 1 || d.Commits != 1 {
+		t.Errorf("5 reports of one request: %v, want 1 statement, 1 commit", d)
+	}
+	for i, r := range res.Runs[1:6] {
+		if errs[i] != nil || tasks[i] == nil || tasks[i].ID != r.TaskID || tasks[i].Status != rota.StatusSuccess {
+			t.Errorf("report %d: task %+v, err %v; want task %s SUCCESS", i, tasks[i], errs[i], r.TaskID)
+		}
+	}
+	ps := report(res.Runs[6:])
+	ps = append(ps[:3:3], append([]store.RunCompleteParams{{RunID: "unknown-run", WorkerID: "w", Success: true, Now: now}}, ps[3:]...)...)
+	tasks, errs = st.RunCompleteMany(t.Context(), ps)
+	for i, p := range ps {
+		if p.RunID == "unknown-run" {
+			if !errors.Is(errs[i], rota.ErrNotFound) || tasks[i] != nil {
+				t.Errorf("report of an unknown run: task %+v, err %v; want not found", tasks[i], errs[i])
+			}
+			continue
+		}
+		if errs[i] != nil || tasks[i] == nil || tasks[i].Status != rota.StatusSuccess {
+			t.Errorf("report %d: task %+v, err %v; want SUCCESS", i, tasks[i], errs[i])
+		}
 	}
 }

@@ -197,7 +197,7 @@ type Store struct {
 	noteDone  chan struct{} // closed when the notifier has stopped
 
 	// Reports waiting for a completer (complete.go).
-	completeQ      chan *completeReq
+	completeQ      chan []*completeReq // a request's reports, together
 	completersDone sync.WaitGroup
 
 	// Inserts waiting for an inserter (insert.go).
@@ -247,7 +247,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		noteWake: make(chan struct{}, 1),
 		noteDone: make(chan struct{}),
 
-		completeQ:    make(chan *completeReq),
+		completeQ:    make(chan []*completeReq),
 		insertQ:      make(chan *insertReq),
 		analyzerDone: make(chan struct{}),
 	}
