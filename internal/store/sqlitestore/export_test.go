@@ -107,3 +107,29 @@ func (s *Store) CacheSizesForTest(ctx context.Context) (writer int, readers []in
 	}
 	return writer, readers, nil
 }
+
+// CompletePlanForTest returns SQLite's plan (EXPLAIN QUERY PLAN details)
+// of the grouped report statement for each row count it is prepared with.
+func (s *Store) CompletePlanForTest(ctx context.Context) (map[int][]string, error) {
+	out := map[int][]string{}
+	for n := 2; n <= maxGroupReports; n *= 2 {
+		q, rows := completeSetQuery(n)
+		rs, err := s.wdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, make([]any, rows*completeWidth)...)
+		if err != nil {
+			return nil, err
+		}
+		for rs.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rs.Scan(&id, &parent, &unused, &detail); err != nil {
+				rs.Close()
+				return nil, err
+			}
+			out[rows] = append(out[rows], detail)
+		}
+		if err := rs.Close(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -329,6 +330,34 @@ func TestGroupedInsertsRunAgainAlone(t *testing.T) {
 		}
 		if got := f.Get(p.ID).Status; got != rota.StatusScheduled {
 			t.Errorf("task %d: %s; want SCHEDULED", i, got)
+		}
+	}
+}
+
+// TestGroupedReportsPlan checks that the grouped report statement finds
+// each task by its run id (tasks_run) whatever its number of rows: from
+// about a hundred VALUES rows SQLite planned an automatic index instead,
+// built by reading the whole tasks table at every group commit.
+func TestGroupedReportsPlan(t *testing.T) {
+	t.Parallel()
+	st := open(t).(*sqlitestore.Store)
+	plans, err := st.CompletePlanForTest(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) == 0 {
+		t.Fatal("no plans")
+	}
+	for rows, plan := range plans {
+		probe := false
+		for _, d := range plan {
+			if strings.Contains(d, "AUTOMATIC") || strings.HasPrefix(d, "SCAN tasks") {
+				t.Errorf("%d rows: plan reads the tasks table: %q", rows, plan)
+			}
+			probe = probe || strings.Contains(d, "SEARCH tasks USING INDEX tasks_run (run_id=?)")
+		}
+		if !probe {
+			t.Errorf("%d rows: plan does not probe tasks_run: %q", rows, plan)
 		}
 	}
 }
