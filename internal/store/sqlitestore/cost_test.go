@@ -61,8 +61,8 @@ func TestCostPerTask(t *testing.T) {
 		// BEGIN; SELECT schedules; SELECT open runs; INSERT tasks (the
 		// run); UPDATE schedules (state, version); COMMIT.
 		storetest.CostFire: inProcess(6),
-		// BEGIN; UPDATE event_seq RETURNING last_id; one INSERT events of
-		// every event (json_each); COMMIT. In the server it rides in the
+		// BEGIN; UPDATE event_seq RETURNING last_id; one multi-row INSERT
+		// events of every event (bound rows); COMMIT. In the server it rides in the
 		// writer's group commit with other writes.
 		storetest.CostEventAppend: inProcess(4),
 	})
@@ -124,8 +124,8 @@ func TestCostGroupCommit(t *testing.T) {
 	// COMMIT and its own: the submits share multi-row INSERTs (up to 32
 	// rows each: n before issue 13's store work); the claim (alone)
 	// BEGIN, upsert workers, SELECT kinds, the pick, one UPDATE of all the
-	// tasks, UPDATE kinds, COMMIT; the reports one UPDATE … FROM
-	// json_each … RETURNING of all (n before issue 13's writer work) —
+	// tasks, UPDATE kinds, COMMIT; the reports one UPDATE … FROM (VALUES
+	// rows) … RETURNING of all (n before issue 13's writer work) —
 	// two, since the refused report names a run reported in the group
 	// too, which splits it — and the SELECT that explains the refusal.
 	want := storecost.Counts{
