@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/jsonwire"
 )
 
 // EventStore is the cluster's event log: every node appends the events of
@@ -76,27 +77,70 @@ type eventData struct {
 }
 
 // EncodeEvent returns the stored form of ev apart from its ID and Time: a
-// JSON object, so that new fields need no migration.
+// JSON object, so that new fields need no migration (AppendEvent).
 func EncodeEvent(ev rota.Event) ([]byte, error) {
-	d := eventData{
-		Type: ev.Type, Kind: ev.Kind, TaskID: ev.TaskID, RunID: ev.RunID, WorkerID: ev.WorkerID, Status: ev.Status,
-		Attempt: ev.Attempt, Message: ev.Message, ScheduleID: ev.ScheduleID, Result: ev.Result,
-		ResultTruncated: ev.ResultTruncated,
+	return AppendEvent(nil, ev), nil
+}
+
+// AppendEvent appends the stored form of ev (EncodeEvent's) to dst: the
+// fields of eventData, empty ones left out, written by hand. Every task
+// makes about five events, and encoding/json's reflection over eventData
+// was ~9% of the process CPU of the in-process e2e benchmark on
+// PostgreSQL. Strings are written as an Encoder without HTML escaping
+// writes them (DecodeEvent reads either form the same);
+// TestAppendEventMatchesJSON checks the two decode alike.
+func AppendEvent(dst []byte, ev rota.Event) []byte {
+	dst = append(dst, '{')
+	first := true
+	key := func(k string) {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(dst, '"')
+		dst = append(dst, k...)
+		dst = append(dst, '"', ':')
 	}
+	str := func(k, v string) {
+		if v != "" {
+			key(k)
+			dst = jsonwire.AppendString(dst, v)
+		}
+	}
+	num := func(k string, v int64) {
+		if v != 0 {
+			key(k)
+			dst = jsonwire.AppendInt(dst, v)
+		}
+	}
+	str("type", string(ev.Type))
+	str("kind", ev.Kind)
+	str("task", ev.TaskID)
+	str("run", ev.RunID)
+	str("worker", ev.WorkerID)
+	str("status", string(ev.Status))
+	num("attempt", int64(ev.Attempt))
+	str("message", ev.Message)
 	if !ev.RunAt.IsZero() {
-		d.RunAt = ev.RunAt.UnixMilli()
+		num("run_at", ev.RunAt.UnixMilli())
 	}
+	str("schedule", ev.ScheduleID)
 	if !ev.FireTime.IsZero() {
-		d.FireTime = ev.FireTime.UnixMilli()
+		num("fire_time", ev.FireTime.UnixMilli())
 	}
-	if len(d.Result) > 0 && !json.Valid(d.Result) {
-		d.Result, _ = json.Marshal(string(d.Result)) // kept readable, as a string
+	if len(ev.Result) > 0 {
+		key("result")
+		if json.Valid(ev.Result) {
+			dst = jsonwire.AppendCompact(dst, ev.Result)
+		} else {
+			dst = jsonwire.AppendString(dst, string(ev.Result)) // kept readable, as a string
+		}
 	}
-	b, err := json.Marshal(d)
-	if err != nil {
-		return nil, fmt.Errorf("encode event: %w", err)
+	if ev.ResultTruncated {
+		key("result_truncated")
+		dst = append(dst, "true"...)
 	}
-	return b, nil
+	return append(dst, '}')
 }
 
 // DecodeEvent returns the event stored with id, time (unix ms) and data

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,24 +63,20 @@ func (s *Store) EventAppend(ctx context.Context, evs []rota.Event) (uint64, erro
 
 // encodeChunk is the data of a chunk of events: [[at, event], ...].
 func encodeChunk(evs []rota.Event) (string, error) {
-	var b strings.Builder
-	b.WriteByte('[')
+	b := make([]byte, 0, 256*len(evs))
+	b = append(b, '[')
 	for i, ev := range evs {
-		d, err := store.EncodeEvent(ev)
-		if err != nil {
-			return "", err
-		}
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		b.WriteByte('[')
-		b.WriteString(strconv.FormatInt(ms(ev.Time), 10))
-		b.WriteByte(',')
-		b.Write(d)
-		b.WriteByte(']')
+		b = append(b, '[')
+		b = strconv.AppendInt(b, ms(ev.Time), 10)
+		b = append(b, ',')
+		b = store.AppendEvent(b, ev)
+		b = append(b, ']')
 	}
-	b.WriteByte(']')
-	return b.String(), nil
+	b = append(b, ']')
+	return string(b), nil
 }
 
 // chunk is a row of events: ids first..last.
