@@ -108,7 +108,7 @@ func decodeKnown(data []byte, dst any, prefix string, known map[string]bool) err
 // is not blank (an item of a batch, whose body was checked whole): it
 // spares the scan of json.Valid.
 func decodeValid(data []byte, dst any, prefix string, known map[string]bool) error {
-	if q, ok := dst.(quickDecoder); ok && q.quickDecode(data, known) {
+	if q, ok := dst.(quickDecoder); ok && q.quickDecode(data) {
 		return nil
 	}
 	if !quickKeys(data, known) {
@@ -139,7 +139,7 @@ func decodeValid(data []byte, dst any, prefix string, known map[string]bool) err
 // whether it did (data is valid JSON); if not, it leaves the destination
 // as it found it, for encoding/json to decode and name the error.
 type quickDecoder interface {
-	quickDecode(data []byte, known map[string]bool) bool
+	quickDecode(data []byte) bool
 }
 
 // jsonPath turns the path of an UnmarshalTypeError in a value of type t,

@@ -20,23 +20,27 @@ import (
 // when the input is not what it reads (or not in the plain subset): the
 // Reader is then of no further use.
 type Reader struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	valid bool // b is known to be valid JSON: Raw need not check its values
 }
 
 // NewReader returns a Reader of b.
 func NewReader(b []byte) *Reader { return &Reader{b: b} }
 
+// NewValidReader returns a Reader of b, which the caller knows to be valid
+// JSON (json.Valid took it): Raw then returns each value without checking
+// it again, which would be a second scan of every byte.
+func NewValidReader(b []byte) *Reader { return &Reader{b: b, valid: true} }
+
 func (r *Reader) ws() {
-	for r.i < len(r.b) {
-		switch r.b[r.i] {
-		case ' ', '\t', '\r', '\n':
-			r.i++
-		default:
-			return
-		}
+	for r.i < len(r.b) && isSpace(r.b[r.i]) {
+		r.i++
 	}
 }
+
+// isSpace reports whether c is JSON whitespace.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // Peek returns the next byte after whitespace, 0 at the end.
 func (r *Reader) Peek() byte {
@@ -203,7 +207,8 @@ func (r *Reader) Bool() (bool, bool) {
 }
 
 // Raw reads any JSON value and returns its bytes (a sub-slice of the
-// input), checked to be valid JSON.
+// input), checked to be valid JSON (unless the whole input is known to be:
+// NewValidReader).
 func (r *Reader) Raw() ([]byte, bool) {
 	r.ws()
 	start, depth := r.i, 0
@@ -242,8 +247,14 @@ func (r *Reader) Raw() ([]byte, bool) {
 }
 
 func (r *Reader) raw(start int) ([]byte, bool) {
-	v := bytes.TrimRight(r.b[start:r.i], " \t\r\n")
-	if len(v) == 0 || !json.Valid(v) {
+	// Drop the whitespace before a ',' or a closing bracket (by hand:
+	// bytes.TrimRight was a sixth of the CPU of httpapi's quickKeys).
+	end := r.i
+	for end > start && isSpace(r.b[end-1]) {
+		end--
+	}
+	v := r.b[start:end]
+	if len(v) == 0 || (!r.valid && !json.Valid(v)) {
 		return nil, false
 	}
 	return v, true

@@ -39,6 +39,17 @@ func TestReaderRaw(t *testing.T) {
 		if !ok || string(got) != want {
 			t.Errorf("Raw(%s) = %s, %v; want %s", in, got, ok, want)
 		}
+		// Read as a field of a valid object, unchecked: the same value.
+		data := []byte(`{"k": ` + want + ` , "z":0}`)
+		r = NewValidReader(data)
+		var fields []string
+		if !r.Object(func(key []byte) bool {
+			v, ok := r.Raw()
+			fields = append(fields, string(key)+"="+string(v))
+			return ok
+		}) || !r.End() || len(fields) != 2 || fields[0] != "k="+want || fields[1] != "z=0" {
+			t.Errorf("NewValidReader(%s): read %q", data, fields)
+		}
 	}
 	for _, in := range []string{`{"a":}`, `tru`, `"open`, ``} {
 		if _, ok := NewReader([]byte(in)).Raw(); ok {
