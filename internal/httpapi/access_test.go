@@ -121,7 +121,8 @@ func TestKindConfinedTokens(t *testing.T) {
 		t.Fatalf("submit of another kind: %v", r)
 	}
 	batch := map[string]any{"tasks": []any{map[string]any{"kind": "a", "task": 1}, map[string]any{"kind": "b", "task": 1}}}
-	if r := doAs(t, e.url, sub, "POST", "/api/tasks/batch", batch); r.Status != 403 || r.field() != "tasks[1].kind" {
+	if r := doAs(t, e.url, sub, "POST", "/api/tasks/batch", batch); r.Status != 403 || r.field() != "tasks[1].kind" ||
+		r.Message != `token "sub" may not use kind "b" (it is confined to a)` {
 		t.Fatalf("batch with another kind: %v", r)
 	}
 	if r := doAs(t, e.url, wrk, "POST", "/api/workers/claim", map[string]any{"worker_id": "w", "kinds": []string{"a", "b"}}); r.Status != 403 || r.field() != "kinds[1]" {

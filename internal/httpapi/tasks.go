@@ -350,8 +350,8 @@ func (a *API) taskSubmitBatch(ctx context.Context, req *batchRequest) (*rotaapi.
 		if i > 0 && req.params[i].Kind == req.params[i-1].Kind {
 			continue // allowed: the item before has the same kind
 		}
-		if err := checkKindAllowed(ctx, "", req.params[i].Kind); err != nil {
-			return nil, checkKindAllowed(ctx, fmt.Sprintf("tasks[%d].kind", i), req.params[i].Kind)
+		if err := checkKindAllowed(ctx, "kind", req.params[i].Kind); err != nil {
+			return nil, underPrefix(err, fmt.Sprintf("tasks[%d]", i))
 		}
 	}
 	for i := range req.params {

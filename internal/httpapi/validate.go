@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -22,6 +24,31 @@ func shortQuote(s string) string {
 		return fmt.Sprintf("%q…", string(r[:max]))
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+// underPrefix returns err as the check that returned it would have, given
+// the field's full path: its *rota.Error with the field put under prefix
+// (the path of the object holding it, "reports[2]"), and the field's name
+// where the message opens with it (`field "run_id": …`, as rota.Invalid
+// and tooLarge write it). A loop over many items checks each with the
+// field's bare name, so that only a failing item pays for its path.
+// An error without a field gets prefix as its field. Errors without a
+// *rota.Error, or an empty prefix, are returned as they are; the
+// *rota.Error is copied, not changed.
+func underPrefix(err error, prefix string) error {
+	var e *rota.Error
+	if prefix == "" || !errors.As(err, &e) {
+		return err
+	}
+	out := *e
+	out.Field = prefix // a fault of the object itself
+	if e.Field != "" {
+		out.Field = joinPath(prefix, e.Field)
+	}
+	if opening := "field " + strconv.Quote(e.Field) + ": "; e.Field != "" && strings.HasPrefix(e.Message, opening) {
+		out.Message = "field " + strconv.Quote(out.Field) + ": " + e.Message[len(opening):]
+	}
+	return &out
 }
 
 func checkKind(field, s string) error {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -333,5 +334,49 @@ func TestStalledBody(t *testing.T) {
 	c := e.claim("w1", []string{"none"}, 1, 1)
 	if len(c.Tasks) != 0 || time.Since(start) < 900*time.Millisecond {
 		t.Fatalf("claim returned after %v: %+v", time.Since(start), c)
+	}
+}
+
+// TestItemErrorTexts pins the whole error of a bad report of a batch,
+// whose path is put on only once its check has failed (underPrefix).
+func TestItemErrorTexts(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	r := e.do("POST", "/api/runs/reports", `{"worker_id":"w1","reports":[`+
+		`{"run_id":"`+strings.Repeat("0", 32)+`","outcome":"succeed"},{"run_id":"zz","outcome":"fail"}]}`)
+	wantErr(t, r, rota.CodeInvalid)
+	if want := `field "reports[1].run_id": must be an id of 32 lowercase hex characters, got "zz"`; r.Message != want || r.field() != "reports[1].run_id" {
+		t.Errorf("bad run_id: %q on field %q, want %q on reports[1].run_id", r.Message, r.field(), want)
+	}
+}
+
+func TestUnderPrefix(t *testing.T) {
+	t.Parallel()
+	plain := errors.New("plain")
+	for _, tc := range []struct {
+		err        error
+		prefix     string
+		field, msg string // of the *rota.Error returned
+	}{
+		{rota.Invalid("run_id", "must be an id, got %q", "zz"), "reports[2]", "reports[2].run_id", `field "reports[2].run_id": must be an id, got "zz"`},
+		{tooLarge("result", 9, 8), "reports[0]", "reports[0].result", `field "reports[0].result": the value is 9 bytes, over the limit of 8`},
+		{&rota.Error{Code: rota.CodeForbidden, Field: "kind", Message: `may not use kind "kind"`}, "tasks[3]", "tasks[3].kind", `may not use kind "kind"`},
+		{fmt.Errorf("wrapped: %w", rota.Invalid("kind", "bad")), "tasks[1]", "tasks[1].kind", `field "tasks[1].kind": bad`},
+		{rota.Errorf(rota.CodeInvalid, "want an object"), "tasks[4]", "tasks[4]", "want an object"},
+		{rota.Invalid("kind", "bad"), "", "kind", `field "kind": bad`},
+	} {
+		got := underPrefix(tc.err, tc.prefix)
+		var re *rota.Error
+		if !errors.As(got, &re) || re.Field != tc.field || re.Message != tc.msg || re.Code != rota.ErrorCode(tc.err) {
+			t.Errorf("underPrefix(%v, %q) = %+v, want field %q, message %q", tc.err, tc.prefix, re, tc.field, tc.msg)
+		}
+	}
+	if got := underPrefix(plain, "tasks[0]"); got != plain {
+		t.Errorf("underPrefix(plain) = %v, want it as it was", got)
+	}
+	orig := rota.Invalid("kind", "bad")
+	_ = underPrefix(orig, "tasks[0]")
+	if orig.Field != "kind" || orig.Message != `field "kind": bad` {
+		t.Errorf("underPrefix changed its argument: %+v", orig)
 	}
 }

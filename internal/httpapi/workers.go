@@ -304,8 +304,8 @@ func (b *reportsRequest) validate(a *API) error {
 // endpoint of its outcome would.
 func checkReport(it *rotaapi.ReportItem, maxPayload int64, prefix func() string) (store.RunCompleteParams, error) {
 	f := func(name string) string { return joinPath(prefix(), name) }
-	if checkID("run_id", it.RunID) != nil { // the path is built for an error only
-		return store.RunCompleteParams{}, checkID(f("run_id"), it.RunID)
+	if err := checkID("run_id", it.RunID); err != nil { // the path is built for an error only
+		return store.RunCompleteParams{}, underPrefix(err, prefix())
 	}
 	if bytes.Equal(it.Result, []byte("null")) {
 		it.Result = nil
