@@ -117,9 +117,10 @@ func (a *API) decodeRequest(w http.ResponseWriter, r *http.Request, req any, bod
 			a.inflight.release(held - n)
 			held = n
 		}
-		if fd, ok := req.(fastDecoder); ok && body == bodyRequired && fd.decodeFast(data) {
+		switch fd, fast := req.(fastDecoder); {
+		case fast && body == bodyRequired && fd.decodeFast(data):
 			// Read in one pass: a plain body, checked as decodeKnown would.
-		} else if body == bodyRequired || !isBlank(data) {
+		case body == bodyRequired || !isBlank(data):
 			if err := decodeKnown(data, req, "", jsonFields(reflect.TypeOf(req))); err != nil {
 				return release, err
 			}
