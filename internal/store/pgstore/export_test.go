@@ -59,7 +59,7 @@ func CompleteGroup(s *Store, ctx context.Context, ps []store.RunCompleteParams) 
 }
 
 // AnalyzeYoung runs one pass of the young-table analyzer.
-func AnalyzeYoung(s *Store, ctx context.Context) ([]string, error) { return s.analyzeYoung(ctx) }
+func AnalyzeYoung(s *Store, ctx context.Context) ([]string, error) { return s.analyzeYoung(ctx, true) }
 
 // InsertGroup inserts requests as one group of the inserters would,
 // bypassing the queue, so that tests reach the group path whatever the
