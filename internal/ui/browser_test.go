@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -443,4 +446,48 @@ func TestBrowserKindsAndWorkersActions(t *testing.T) {
 	tb.do("stop the worker", chromedp.Click(chromedp.CSS(`button[data-stop="drain-me"]`)))
 	tb.wait("stopped", `document.querySelector('tr[data-worker="drain-me"] .badge').textContent === 'stopped'`, 10*time.Second)
 	tb.noConsoleErrors("kinds and workers")
+}
+
+// TestBrowserListKeepsChangesDuringItsLoad: a task submitted while the task
+// list's first load is on its way (the list read before the insert, its
+// answer arriving after the insert's event) still shows: the page gets the
+// events that came during its load once the load is done. It used to
+// register for events only after its load, and such a task stayed off the
+// list until the next event (the login test failed that way under load).
+func TestBrowserListKeepsChangesDuringItsLoad(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	var held atomic.Bool
+	s := newStack(t, stackOptions{wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodGet || r.URL.Path != "/api/tasks" || !held.CompareAndSwap(false, true) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			// The first list: read now, answered once the gate opens.
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			<-gate
+			maps.Copy(w.Header(), rec.Header())
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+		})
+	}})
+	tb := newTab(t, s)
+	tb.do("open the list", chromedp.Navigate(s.URL+"/tasks"))
+	tb.wait("the stream live", `document.querySelector('#live')?.dataset.state === 'live'`, 10*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for !held.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the list's first load never came")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	id := s.submit(t, rotaclient.TaskParams{Kind: "during", Payload: map[string]any{}})
+	// Time for the insert's event to reach the page while its first
+	// load waits (were it late, the test would pass without checking).
+	time.Sleep(500 * time.Millisecond)
+	close(gate)
+	tb.wait("the task submitted during the load listed", fmt.Sprintf(`!!document.querySelector('tr[data-task=%q]')`, id), 10*time.Second)
+	tb.noConsoleErrors("list during load")
 }

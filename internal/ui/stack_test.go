@@ -44,6 +44,8 @@ type stackOptions struct {
 	// noWorkerAfter and noWorkerInterval are the dispatcher's (0: its
 	// defaults, 30s and 5s).
 	noWorkerAfter, noWorkerInterval time.Duration
+	// wrap, when set, wraps the whole server's handler.
+	wrap func(http.Handler) http.Handler
 }
 
 func newStack(t *testing.T, opts stackOptions) *stack {
@@ -113,7 +115,11 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	if opts.routes != nil {
 		opts.routes(mux)
 	}
-	srv := httptest.NewUnstartedServer(http.NewCrossOriginProtection().Handler(mux))
+	var h http.Handler = mux
+	if opts.wrap != nil {
+		h = opts.wrap(h)
+	}
+	srv := httptest.NewUnstartedServer(http.NewCrossOriginProtection().Handler(h))
 	srv.Config.RegisterOnShutdown(hub.Close)
 	srv.Start()
 	t.Cleanup(func() {

@@ -19,6 +19,23 @@ export class Live {
     return () => this.handlers.delete(fn);
   }
 
+  // follow runs first (a page's first load), then calls fn for every
+  // event, and returns the function that unregisters fn. The events that
+  // arrive while first runs are given to fn, in order, once it is done:
+  // first may have read the state from before their change, and a page
+  // that registered only after its load lost them (a task submitted while
+  // the task list loaded stayed off the list until the next event).
+  async follow(first, fn) {
+    const early = [];
+    const offEarly = this.on((ev) => early.push(ev));
+    try { await first(); } finally { offEarly(); }
+    const off = this.on(fn);
+    for (const ev of early) {
+      try { fn(ev); } catch (err) { console.warn('live handler', err); }
+    }
+    return off;
+  }
+
   emit(ev) {
     for (const fn of [...this.handlers]) {
       try { fn(ev); } catch (err) { console.warn('live handler', err); }

@@ -94,8 +94,7 @@ export default async function render(root, _params, {live, signal}) {
     if (err.name === 'AbortError') return;
     replace(list, h('div', {class: 'error-box', role: 'alert'}, err.message));
   }
-  await load().catch(showError);
-  const off = live.on((ev) => {
+  const off = await live.follow(() => load().catch(showError), (ev) => {
     if (ev.type === 'reset' || ev.type === 'kind' || (ev.type === 'task' && ev.kind && !rows.has(ev.kind))) refresh();
   });
   return () => { off(); refresh.cancel(); };

@@ -39,8 +39,7 @@ export default async function render(root, _params, {live, signal}) {
     if (err.name === 'AbortError') return;
     replace(body, h('div', {class: 'error-box', role: 'alert'}, err.message));
   }
-  await load().catch(showError);
-  const off = live.on(() => refresh());
+  const off = await live.follow(() => load().catch(showError), () => refresh());
   const timer = setInterval(refresh, 15000);
   let width = body.clientWidth;
   const onResize = () => { if (body.clientWidth !== width) { width = body.clientWidth; refresh(); } };

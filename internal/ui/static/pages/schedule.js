@@ -130,8 +130,7 @@ export default async function render(root, [id], {live, signal, navigate, setTit
     if (err.code === 40400) { replace(head, h('h1', null, 'Schedule not found')); replace(body); return; }
     say(err.message, true);
   }
-  await load().catch(showError);
-  const off = live.on((ev) => { if (ev.type === 'reset' || (kind && ev.kind === kind)) refresh(); });
+  const off = await live.follow(() => load().catch(showError), (ev) => { if (ev.type === 'reset' || (kind && ev.kind === kind)) refresh(); });
   const timer = setInterval(refresh, 15000);
   return () => { off(); clearInterval(timer); refresh.cancel(); };
 }

@@ -44,8 +44,7 @@ export default async function render(root, _params, {live, signal}) {
     if (err.name === 'AbortError') return;
     replace(list, h('div', {class: 'error-box', role: 'alert'}, err.message));
   }
-  await load().catch(showError);
-  const off = live.on((ev) => { if (ev.type === 'reset' || kinds.has(ev.kind)) refresh(); });
+  const off = await live.follow(() => load().catch(showError), (ev) => { if (ev.type === 'reset' || kinds.has(ev.kind)) refresh(); });
   const timer = setInterval(refresh, 10000);
   return () => { off(); clearInterval(timer); refresh.cancel(); };
 }

@@ -96,8 +96,7 @@ export default async function render(root, [id], {live, signal, navigate, setTit
     }
     say(err.message, true);
   }
-  await load().catch(showError);
-  const off = live.on((ev) => {
+  const off = await live.follow(() => load().catch(showError), (ev) => {
     if (ev.type === 'reset' || ev.task_id === id) refresh();
   });
   const stream = taskEvents(root, id, live);

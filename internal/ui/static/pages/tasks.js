@@ -144,8 +144,7 @@ export default async function render(root, _params, {live, signal, navigate}) {
     if (err.name === 'AbortError') return;
     replace(list, h('div', {class: 'error-box', role: 'alert'}, err.message));
   }
-  await load().catch(showError);
-  const off = live.on((ev) => {
+  const off = await live.follow(() => load().catch(showError), (ev) => {
     if (ev.type === 'reset') return refresh();
     if (ev.type !== 'task' || (filter.kind && ev.kind !== filter.kind)) return;
     // A task's status change moves the counts even on later pages.
