@@ -45,10 +45,7 @@ func (d *Dispatcher) Submit(ctx context.Context, ps []store.TaskInsertParams) ([
 // Complete records a worker's report on its run. A failure is retried
 // after the dispatcher's backoff unless p.Backoff says otherwise.
 func (d *Dispatcher) Complete(ctx context.Context, p store.RunCompleteParams) (*rota.Task, error) {
-	p.Now = d.cfg.Clock.Now()
-	if p.Backoff == nil {
-		p.Backoff = d.backoff.Delay
-	}
+	p = d.stamp(p)
 	t, err := d.cfg.Store.RunComplete(ctx, p)
 	if err != nil {
 		d.afterExpiry(ctx, err)
@@ -56,6 +53,16 @@ func (d *Dispatcher) Complete(ctx context.Context, p store.RunCompleteParams) (*
 	}
 	d.completed(ctx, p, t)
 	return t, nil
+}
+
+// stamp gives a report the dispatcher's instant, and its backoff unless
+// the report has one.
+func (d *Dispatcher) stamp(p store.RunCompleteParams) store.RunCompleteParams {
+	p.Now = d.cfg.Clock.Now()
+	if p.Backoff == nil {
+		p.Backoff = d.backoff.Delay
+	}
+	return p
 }
 
 // completed announces the report p, which left t: the run's and the
@@ -136,10 +143,7 @@ func (d *Dispatcher) CompleteMany(ctx context.Context, ps []store.RunCompletePar
 	if mc, ok := d.cfg.Store.(manyCompleter); ok {
 		ps = slices.Clone(ps)
 		for i := range ps {
-			ps[i].Now = d.cfg.Clock.Now()
-			if ps[i].Backoff == nil {
-				ps[i].Backoff = d.backoff.Delay
-			}
+			ps[i] = d.stamp(ps[i])
 		}
 		tasks, errs = mc.RunCompleteMany(ctx, ps)
 		for i, err := range errs {
