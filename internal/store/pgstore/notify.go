@@ -101,14 +101,9 @@ func (s *Store) listen(ctx context.Context, fn func(store.Notification), resync 
 	defer s.listening.Store(false)
 	s.control(helloControl) // the listening nodes answer: this one learns of them
 	if resync {
-		kinds, err := s.KindList(ctx)
-		if err != nil {
-			return true, fmt.Errorf("list kinds after reconnecting: %w", err)
+		if err := s.announceAll(ctx, fn); err != nil {
+			return true, fmt.Errorf("after reconnecting: %w", err)
 		}
-		for _, k := range kinds {
-			fn(store.Notification{Kind: k.Name})
-		}
-		fn(store.Notification{Events: true})
 	}
 	for {
 		wctx, cancel := context.WithTimeout(ctx, listenPing)
@@ -130,7 +125,7 @@ func (s *Store) listen(ctx context.Context, fn func(store.Notification), resync 
 		}
 		if what, from, ok := decodeControl(n.Payload); ok {
 			if from != s.cfg.NodeID {
-				if err := s.heardPeer(ctx, what, fn); err != nil {
+				if err := s.heardPeer(ctx, what, from, fn); err != nil {
 					return true, err
 				}
 			}
@@ -188,16 +183,13 @@ func (s *Store) control(what string) {
 	s.noteMu.Lock()
 	s.controls = append(s.controls, "|"+what+"|"+s.cfg.NodeID)
 	s.noteMu.Unlock()
-	select {
-	case s.noteWake <- struct{}{}:
-	default:
-	}
+	s.wakeNotifier()
 }
 
-// heardPeer records a control payload of another node: it answers a
-// hello, and when the node was not known it wakes fn's receivers for
-// every kind (see above).
-func (s *Store) heardPeer(ctx context.Context, what string, fn func(store.Notification)) error {
+// heardPeer records a control payload of node from: it answers a hello,
+// and when the node was not known it wakes fn's receivers for every kind
+// and the event log (announceAll: see above).
+func (s *Store) heardPeer(ctx context.Context, what, from string, fn func(store.Notification)) error {
 	known := !s.alone()
 	s.peerSeen.Store(time.Now().UnixNano())
 	if what == helloControl {
@@ -206,13 +198,24 @@ func (s *Store) heardPeer(ctx context.Context, what string, fn func(store.Notifi
 	if known {
 		return nil
 	}
+	if err := s.announceAll(ctx, fn); err != nil {
+		return fmt.Errorf("on learning of node %s: %w", from, err)
+	}
+	return nil
+}
+
+// announceAll calls fn for every known kind and for the event log, as if
+// each had changed: the notifications sent meanwhile may have been missed
+// (a lost connection; a node that did not know this one listened).
+func (s *Store) announceAll(ctx context.Context, fn func(store.Notification)) error {
 	kinds, err := s.KindList(ctx)
 	if err != nil {
-		return fmt.Errorf("list kinds for a new node: %w", err)
+		return fmt.Errorf("list kinds: %w", err)
 	}
 	for _, k := range kinds {
 		fn(store.Notification{Kind: k.Name})
 	}
+	fn(store.Notification{Events: true})
 	return nil
 }
 
@@ -300,6 +303,12 @@ func (s *Store) post(ns notes) {
 	s.noteMu.Lock()
 	s.pending.merge(ns)
 	s.noteMu.Unlock()
+	s.wakeNotifier()
+}
+
+// wakeNotifier tells the notifier something is pending (a wake-up already
+// pending will do).
+func (s *Store) wakeNotifier() {
 	select {
 	case s.noteWake <- struct{}{}:
 	default:
@@ -352,10 +361,7 @@ func (s *Store) notifier() {
 			case <-s.closed:
 			}
 			backoff = min(2*backoff, maxBackoff)
-			select { // try again
-			case s.noteWake <- struct{}{}:
-			default:
-			}
+			s.wakeNotifier() // try again
 			continue
 		}
 		backoff = minBackoff
