@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"strconv"
 	"strings"
+
+	"github.com/rotahq/rota/internal/store"
 )
 
 // SetSchemaVersionForTest overwrites the recorded schema version of the
@@ -130,6 +132,48 @@ func (s *Store) CompletePlanForTest(ctx context.Context) (map[int][]string, erro
 		if err := rs.Close(); err != nil {
 			return nil, err
 		}
+	}
+	return out, nil
+}
+
+// IndexesForTest returns the names of the indexes of table, in order.
+func (s *Store) IndexesForTest(ctx context.Context, table string) ([]string, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? ORDER BY name`, table)
+	if err != nil {
+		return nil, err
+	}
+	return collectRows(rows, "index", func(sc scanner) (*string, error) {
+		var n string
+		return &n, sc.Scan(&n)
+	})
+}
+
+// ListPlansForTest returns SQLite's plan (EXPLAIN QUERY PLAN details) of
+// each statement TaskList runs for p's page.
+func (s *Store) ListPlansForTest(ctx context.Context, p store.TaskListParams) ([][]string, error) {
+	parts, err := s.listParts(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if parts == nil {
+		parts = []store.TaskListParams{p}
+	}
+	var out [][]string
+	for _, q := range parts {
+		stmt, args, _ := store.TaskListQuery(q, func(int) string { return "?" })
+		rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+stmt, args...)
+		if err != nil {
+			return nil, err
+		}
+		plan, err := collectRows(rows, "plan", func(sc scanner) (*string, error) {
+			var id, parent, unused int
+			var detail string
+			return &detail, sc.Scan(&id, &parent, &unused, &detail)
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, plan)
 	}
 	return out, nil
 }

@@ -18,8 +18,8 @@ func TestMigrateKeyHeld(t *testing.T) {
 	path := newDatabase(t)
 	// Back to the schema before the migration, with the tasks it allowed
 	// (and without the later migrations, 0008_schedule_ext, 0009_events
-	// 0010_deps, 0011_lean and 0012_push).
-	err := sqlitestore.ExecForTest(ctx, path, undoPush+sqlitestore.UndoLeanForTest()+`
+	// 0010_deps, 0011_lean, 0012_push and 0013_status_index).
+	err := sqlitestore.ExecForTest(ctx, path, undoStatusIndex+undoPush+sqlitestore.UndoLeanForTest()+`
 		DROP TRIGGER tasks_deps_succeeded;
 		DROP TRIGGER tasks_deps_failed;
 		DROP TRIGGER tasks_deps_deleted;
@@ -43,7 +43,7 @@ func TestMigrateKeyHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-6); err != nil {
+	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-7); err != nil {
 		t.Fatal(err)
 	}
 	st, err := sqlitestore.New(ctx, sqlitestore.Config{Path: path})
@@ -53,6 +53,12 @@ func TestMigrateKeyHeld(t *testing.T) {
 	defer st.Close()
 	storetest.WantKeysHeldAfterMigration(t, st)
 }
+
+// undoStatusIndex takes a database back to the schema before
+// 0013_status_index.
+const undoStatusIndex = `
+	CREATE INDEX tasks_status_id ON tasks (status, id);
+`
 
 // undoPush takes a database back to the schema before 0012_push.
 const undoPush = `

@@ -494,24 +494,41 @@ func taskRuns(ctx context.Context, q queryer, taskID string) ([]rota.Run, error)
 
 // TaskList implements store.Store.
 func (s *Store) TaskList(ctx context.Context, p store.TaskListParams) (store.TaskListResult, error) {
+	parts, err := s.listParts(ctx, p)
+	if err != nil {
+		return store.TaskListResult{}, err
+	}
+	if parts != nil {
+		return s.taskListByParts(ctx, p, parts)
+	}
+	tasks, limit, err := s.taskListRows(ctx, p)
+	if err != nil {
+		return store.TaskListResult{}, err
+	}
+	return p.Page(tasks, limit), nil
+}
+
+// taskListRows reads the rows of p's page (store.TaskListQuery: up to
+// limit+1 tasks, in list order) and its page size.
+func (s *Store) taskListRows(ctx context.Context, p store.TaskListParams) ([]rota.Task, int, error) {
 	q, args, limit := store.TaskListQuery(p, func(int) string { return "?" })
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
-		return store.TaskListResult{}, fmt.Errorf("sqlitestore: list tasks: %w", err)
+		return nil, 0, fmt.Errorf("sqlitestore: list tasks: %w", err)
 	}
 	defer rows.Close()
 	var tasks []rota.Task
 	for rows.Next() {
 		t, err := scanTask(rows)
 		if err != nil {
-			return store.TaskListResult{}, fmt.Errorf("sqlitestore: scan task: %w", err)
+			return nil, 0, fmt.Errorf("sqlitestore: scan task: %w", err)
 		}
 		tasks = append(tasks, t.Task)
 	}
 	if err := rows.Err(); err != nil {
-		return store.TaskListResult{}, fmt.Errorf("sqlitestore: list tasks: %w", err)
+		return nil, 0, fmt.Errorf("sqlitestore: list tasks: %w", err)
 	}
-	return p.Page(tasks, limit), nil
+	return tasks, limit, nil
 }
 
 // TaskUpdate implements store.Store.

@@ -74,7 +74,7 @@ func (s *Store) TaskPinnedWaiting(ctx context.Context, now time.Time) ([]store.P
 
 // TaskCountByStatus implements store.Store.
 func (s *Store) TaskCountByStatus(ctx context.Context, p store.TaskListParams) (map[rota.Status]int, error) {
-	q, args := store.TaskCountQuery(p, func(int) string { return "?" })
+	q, args := countQuery(p)
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("sqlitestore: count tasks: %w", err))
@@ -89,7 +89,7 @@ func (s *Store) TaskCountByStatus(ctx context.Context, p store.TaskListParams) (
 		if err := rows.Scan(&status, &n); err != nil {
 			return nil, fmt.Errorf("sqlitestore: count tasks: %w", err)
 		}
-		out[rota.Status(status)] = n
+		out[rota.Status(status)] += n // a row per kind and status: see countQuery
 	}
 	if err := rows.Err(); err != nil {
 		return nil, unavailable(fmt.Errorf("sqlitestore: count tasks: %w", err))
