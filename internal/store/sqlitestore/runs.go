@@ -210,7 +210,7 @@ func completeSet(rows int) string {
 	WHERE tasks.run_id = j.r_run AND run_worker = j.r_worker AND run_status = 'RUNNING' AND run_stop = 0 AND workers = 1
 		AND running = 1 AND successes = 0 AND done = 0 AND stop_requested = 0
 		AND run_lease > j.r_now AND (run_deadline = 0 OR run_deadline > j.r_now)
-	RETURNING ` + taskCols + `, ` + rowRunCols
+	RETURNING ` + settledCols
 }
 
 // maxGroupReports bounds the reports completeRows settles in one
@@ -267,8 +267,7 @@ func (g *groupReport) take(tx *wtx) (*report, error) {
 // completeArgs appends the values of a report in completeSet (a row of
 // completeCols), settled as completeInRow settles it.
 func completeArgs(args []any, p store.RunCompleteParams) []any {
-	status, run := store.ReportSettle(p, false)
-	st := store.Settle(store.SettleTask{Workers: 1}, run) // successes 0, no other run
+	status, st := settleSuccess(p)
 	var result any
 	if len(st.Result) > 0 {
 		result = string(st.Result)
@@ -316,12 +315,14 @@ func completeChunk(ctx context.Context, tx *wtx, reps []*groupReport) error {
 	}
 	defer res.Close()
 	for res.Next() {
-		rep, err := scanRowRun(res)
+		runID, settle, err := scanSettled(res)
 		if err != nil {
 			return fmt.Errorf("sqlitestore: complete runs: %w", err)
 		}
-		if g := byRun[rep.run.ID]; g != nil {
-			g.rep = rep
+		if g := byRun[runID]; g != nil {
+			if g.rep, err = settle(g.p); err != nil {
+				return fmt.Errorf("sqlitestore: complete runs: %w", err)
+			}
 		}
 	}
 	if err := res.Err(); err != nil {

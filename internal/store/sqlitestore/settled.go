@@ -1,0 +1,123 @@
+package sqlitestore
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
+)
+
+// The grouped report (completeSet) returns only what it did not decide.
+//
+// Its SET gives every report's task and run their settled values, and its
+// WHERE clause pins others (one worker, not stopped, the run the row's);
+// reading those back cost the writer a call into SQLite per column and
+// row (two, with the column's type), a fifth of the statement. So the
+// statement returns the other columns (settledCols) and settledRow fills
+// in the rest from the report, as completeArgs settled it.
+
+// settledPinned are the columns of store.TaskColumns whose value after a
+// grouped report follows from the report: each sets its scan destination
+// (store.TaskScan.Dest) from the settled task.
+var settledPinned = map[string]func(dest any, st store.Settled){
+	"status":         func(d any, st store.Settled) { *d.(*rota.Status) = st.Status },
+	"done":           func(d any, st store.Settled) { *d.(*bool) = st.Done },
+	"avail":          func(d any, st store.Settled) { *d.(*bool) = st.Avail },
+	"successes":      func(d any, st store.Settled) { *d.(*int) = st.Successes },
+	"running":        func(d any, _ store.Settled) { *d.(*int) = 0 },
+	"workers":        func(d any, _ store.Settled) { *d.(*int) = 1 },
+	"stop_requested": func(d any, _ store.Settled) { *d.(*bool) = false },
+	"end_time":       func(d any, st store.Settled) { *d.(*int64) = ms(st.EndTime) },
+	"message":        func(d any, st store.Settled) { *d.(*string) = st.Message },
+}
+
+// settledRead and settledSet are the positions, in store.TaskColumns, of
+// the columns the statement returns and of those settledRow fills in.
+var settledRead, settledSet = func() (read, set []int) {
+	for i, c := range taskColumns {
+		if settledPinned[c] != nil {
+			set = append(set, i)
+		} else {
+			read = append(read, i)
+		}
+	}
+	return read, set
+}()
+
+// settledCols is what completeSet returns: the run id (which report the
+// row answers), the task columns of settledRead, and the run's columns
+// that the report did not set.
+var settledCols = func() string {
+	cols := []string{"run_id"}
+	for _, i := range settledRead {
+		cols = append(cols, quoted(taskColumns[i]))
+	}
+	return strings.Join(append(cols, "run_start", "run_deadline", "dependents"), ", ")
+}()
+
+// taskColumns are the names of store.TaskColumns ("key" unquoted).
+var taskColumns = func() []string {
+	var out []string
+	for _, c := range strings.Split(taskCols, ",") {
+		out = append(out, strings.Trim(strings.TrimSpace(c), `"`))
+	}
+	return out
+}()
+
+// quoted returns column c of store.TaskColumns as SQL names it.
+func quoted(c string) string {
+	if c == "key" {
+		return `"key"`
+	}
+	return c
+}
+
+// scanSettled reads a row of settledCols and returns the run id it
+// answers and a function that completes the report for that run's
+// params, the task and run as scanRowRun reads them after the report.
+func scanSettled(sc scanner) (string, func(p store.RunCompleteParams) (*report, error), error) {
+	var (
+		ts                          store.TaskScan
+		workerIDs                   sql.NullString
+		runID                       string
+		start, deadline, dependents int64
+	)
+	dest := ts.Dest(&workerIDs)
+	read := make([]any, 0, len(settledRead)+4)
+	read = append(read, &runID)
+	for _, i := range settledRead {
+		read = append(read, dest[i])
+	}
+	if err := sc.Scan(append(read, &start, &deadline, &dependents)...); err != nil {
+		return "", nil, err
+	}
+	return runID, func(p store.RunCompleteParams) (*report, error) {
+		status, st := settleSuccess(p)
+		for _, i := range settledSet {
+			settledPinned[taskColumns[i]](dest[i], st)
+		}
+		t := ts.Row(nil)
+		if workerIDs.Valid {
+			if err := json.Unmarshal([]byte(workerIDs.String), &t.WorkerIDs); err != nil {
+				return nil, fmt.Errorf("task %s: decode worker_ids: %w", t.ID, err)
+			}
+		}
+		now := ms(p.Now)
+		r := runRow{kind: t.Kind, inRow: true}
+		r.ID, r.TaskID, r.WorkerID, r.WorkerAddress, r.Attempt = runID, t.ID, p.WorkerID, t.WorkerAddress, t.Attempt
+		r.Status, r.Message = status, p.Message
+		r.StartTime, r.EndTime, r.LeaseExpiresAt, r.Deadline = tm(start), tm(now), tm(0), tm(deadline)
+		return &report{run: &r, task: &t, dependents: int(dependents)}, nil
+	}, nil
+}
+
+// settleSuccess is the run's status and the task's settled state after
+// success report p on a single-worker task with no other run, as
+// completeSet and completeInRow store them.
+func settleSuccess(p store.RunCompleteParams) (rota.Status, store.Settled) {
+	status, run := store.ReportSettle(p, false)
+	return status, store.Settle(store.SettleTask{Workers: 1}, run) // successes 0, no other run
+}
