@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -181,19 +182,27 @@ func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*ro
 	return out, nil
 }
 
-// completeCols are the values completeSet takes for each report, settled
-// as completeInRow settles it (completeArgs).
-const completeCols = `r_run, r_worker, r_now, r_status, r_done, r_avail, r_successes, r_end_time, r_msg, r_result, r_run_status, r_run_msg`
+// completeCols are the values completeSet takes for each report
+// (completeArgs): which run, its worker, the report's instant, message
+// and result.
+const completeCols = `r_run, r_worker, r_now, r_msg, r_result`
 
 // completeWidth is the number of completeCols.
-const completeWidth = 12
+const completeWidth = 5
 
 // completeSet is completeInRow's UPDATE for many reports at once: the
-// settled values of each report are bound as a row of VALUES
-// (completeCols). Bound rows cost far less than a JSON array, which
-// SQLite parsed again for each value it extracted (->>): a third of the
-// statement's CPU. The statement has rows rows (completeSetQuery): a
-// group of fewer reports pads with rows of NULLs, which match no task.
+// values of each report are bound as a row of VALUES (completeCols).
+// Bound rows cost far less than a JSON array, which SQLite parsed again
+// for each value it extracted (->>): a third of the statement's CPU. The
+// statement has rows rows (completeSetQuery): a group of fewer reports
+// pads with rows of NULLs, which match no task.
+//
+// What a success settles on the rows it matches (single-worker, no other
+// run) is the same for every report but its instant, message and result
+// (store.Settle: SUCCESS, done, one success, ended at the report's
+// instant with its message): literals, checked against store.Settle for
+// each report by settlesAsLiterals. Binding them too cost the writer a
+// call into SQLite per value, and another for its name.
 //
 // INDEXED BY tasks_run: SQLite knows how many rows VALUES has, and from
 // about a hundred of them (no ANALYZE statistics to tell it better) it
@@ -203,14 +212,23 @@ const completeWidth = 12
 func completeSet(rows int) string {
 	row := "(" + inList(completeWidth) + ")"
 	return `WITH j(` + completeCols + `) AS (VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", rows), ", ") + `)
-	UPDATE OR FAIL tasks INDEXED BY tasks_run SET status = j.r_status, done = j.r_done, avail = j.r_avail, successes = j.r_successes,
-		running = 0, end_time = j.r_end_time, message = j.r_msg, result = coalesce(j.r_result, result), updated_at = j.r_now,
-		run_status = j.r_run_status, run_end = j.r_now, run_lease = 0, run_message = j.r_run_msg
+	UPDATE OR FAIL tasks INDEXED BY tasks_run SET status = 'SUCCESS', done = 1, avail = 0, successes = 1,
+		running = 0, end_time = j.r_now, message = j.r_msg, result = coalesce(j.r_result, result), updated_at = j.r_now,
+		run_status = 'SUCCESS', run_end = j.r_now, run_lease = 0, run_message = j.r_msg
 	FROM j
 	WHERE tasks.run_id = j.r_run AND run_worker = j.r_worker AND run_status = 'RUNNING' AND run_stop = 0 AND workers = 1
 		AND running = 1 AND successes = 0 AND done = 0 AND stop_requested = 0
 		AND run_lease > j.r_now AND (run_deadline = 0 OR run_deadline > j.r_now)
 	RETURNING ` + settledCols
+}
+
+// settlesAsLiterals reports whether store.Settle settles success report
+// p (on a single-worker task with no other run) as completeSet's literals
+// do; a report it does not is settled alone, by completeInRow.
+func settlesAsLiterals(p store.RunCompleteParams) bool {
+	status, st := settleSuccess(p)
+	return status == rota.StatusSuccess && st.Status == rota.StatusSuccess && st.Done && !st.Avail && st.Successes == 1 &&
+		ms(st.EndTime) == ms(p.Now) && st.Message == p.Message && string(st.Result) == string(p.Result)
 }
 
 // maxGroupReports bounds the reports completeRows settles in one
@@ -265,15 +283,13 @@ func (g *groupReport) take(tx *wtx) (*report, error) {
 }
 
 // completeArgs appends the values of a report in completeSet (a row of
-// completeCols), settled as completeInRow settles it.
+// completeCols).
 func completeArgs(args []any, p store.RunCompleteParams) []any {
-	status, st := settleSuccess(p)
 	var result any
-	if len(st.Result) > 0 {
-		result = string(st.Result)
+	if len(p.Result) > 0 {
+		result = string(p.Result)
 	}
-	return append(args, p.RunID, p.WorkerID, ms(p.Now), string(st.Status), boolInt(st.Done), boolInt(st.Avail), st.Successes,
-		ms(st.EndTime), st.Message, result, string(status), p.Message)
+	return append(args, p.RunID, p.WorkerID, ms(p.Now), p.Message, result)
 }
 
 // completeRows settles the success reports of reps in one UPDATE (they
@@ -295,8 +311,9 @@ func completeRows(ctx context.Context, tx *wtx, reps []*groupReport) error {
 // completeChunk is completeRows for 2 to maxGroupReports reports (a
 // lone one, the last of a bigger group, settles through completeInRow).
 func completeChunk(ctx context.Context, tx *wtx, reps []*groupReport) error {
-	if len(reps) == 1 {
-		return nil // left unset: its operation runs it alone
+	reps = slices.DeleteFunc(slices.Clone(reps), func(g *groupReport) bool { return !settlesAsLiterals(g.p) })
+	if len(reps) <= 1 {
+		return nil // left unset: their operations run them alone
 	}
 	q, rows := completeSetQuery(len(reps))
 	args := make([]any, 0, rows*completeWidth)
