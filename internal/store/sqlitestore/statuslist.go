@@ -32,7 +32,8 @@ const maxListParts = 64
 // otherwise. Kinds come from the tasks, not the kinds table (nothing
 // keeps a task from naming a kind of no row).
 func (s *Store) listParts(ctx context.Context, p store.TaskListParams) ([]store.TaskListParams, error) {
-	statuses := p.Statuses
+	// Each status once: a status named twice would list its tasks twice.
+	statuses := slices.Compact(slices.Sorted(slices.Values(p.Statuses)))
 	if p.Status != "" {
 		statuses = []rota.Status{p.Status}
 	}

@@ -45,6 +45,7 @@ func TestListByStatusAcrossKinds(t *testing.T) {
 		{Statuses: []rota.Status{rota.StatusRunning, rota.StatusSuccess}},
 		{Kind: "k1", Statuses: []rota.Status{rota.StatusScheduled, rota.StatusRunning}},
 		{Status: rota.StatusFailed}, // none
+		{Statuses: []rota.Status{rota.StatusSuccess, rota.StatusScheduled, rota.StatusSuccess}},
 	}
 	sorts := []store.TaskSort{{}, {Field: "created", Asc: true}, {Field: "created"}, {Field: "finished"}}
 	for _, filter := range filters {
