@@ -39,7 +39,7 @@ func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaim
 	end := c.Now().Add(wait)
 	var w *waiter
 	if wait > 0 {
-		w = d.waiters.register(r.Kinds, r.PinnedOnly)
+		w = d.waiters.register(r)
 		defer d.waiters.unregister(w)
 	}
 	for {
@@ -48,16 +48,7 @@ func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaim
 			Wait: wait, Now: c.Now(), NewRunID: d.newRunID, PinnedOnly: r.PinnedOnly,
 		})
 		if err != nil || len(res.Runs) > 0 || res.Drain || wait <= 0 {
-			d.emitClaimed(r.WorkerID, res.Runs)
-			if len(res.Runs) > 0 && ctx.Err() != nil {
-				// The caller went away (a long-poll whose client hung up,
-				// a node shutting down) while the claim committed: nobody
-				// will run these. Hand them back now rather than let them
-				// sit RUNNING until their lease lapses.
-				d.releaseAbandoned(context.WithoutCancel(ctx), r.WorkerID, res.Runs)
-				return store.TaskClaimResult{}, nil
-			}
-			return res, err
+			return d.claimed(ctx, r.WorkerID, res, err, false)
 		}
 		left := end.Sub(c.Now())
 		if left <= 0 {
@@ -68,19 +59,57 @@ func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaim
 			// Work waits for a rate token: look again when one is due.
 			sleep = min(sleep, max(res.RateLimitedUntil.Sub(c.Now()), time.Millisecond))
 		}
-		t := c.NewTimer(sleep)
-		select {
-		case <-w.wake:
-		case <-t.C():
-		case <-ctx.Done():
-			t.Stop()
-			return store.TaskClaimResult{}, nil
-		case <-d.quit:
-			t.Stop()
+		runs, gone := d.sleep(ctx, w, sleep)
+		if len(runs) > 0 {
+			// Handed by a submit (handoff.go): the run started with the
+			// task's insert.
+			return d.claimed(ctx, r.WorkerID, store.TaskClaimResult{Runs: runs}, nil, gone)
+		}
+		if gone {
 			return store.TaskClaimResult{}, nil
 		}
-		t.Stop()
 	}
+}
+
+// sleep parks the claim w for up to d, until a wake-up, or until a submit
+// hands it runs (which it returns). gone: ctx ended or the dispatcher is
+// stopping. A submit that took w while it slept is waited for, so that the
+// runs it hands are never dropped.
+func (d *Dispatcher) sleep(ctx context.Context, w *waiter, dur time.Duration) (runs []rota.ClaimedRun, gone bool) {
+	t := d.cfg.Clock.NewTimer(dur)
+	defer t.Stop()
+	d.waiters.park(w)
+	got := false
+	select {
+	case <-w.wake:
+	case runs = <-w.handed:
+		got = true
+	case <-t.C():
+	case <-ctx.Done():
+		gone = true
+	case <-d.quit:
+		gone = true
+	}
+	if d.waiters.unpark(w) && !got {
+		runs = <-w.handed
+	}
+	return runs, gone
+}
+
+// claimed is the answer to a claim that got res: it announces the runs,
+// or, when the caller went away meanwhile (ctx ended, or gone), hands them
+// back and answers nothing.
+func (d *Dispatcher) claimed(ctx context.Context, worker string, res store.TaskClaimResult, err error, gone bool) (store.TaskClaimResult, error) {
+	d.emitClaimed(worker, res.Runs)
+	if len(res.Runs) > 0 && (gone || ctx.Err() != nil) {
+		// The caller went away (a long-poll whose client hung up, a node
+		// shutting down) while the claim committed: nobody will run these.
+		// Hand them back now rather than let them sit RUNNING until their
+		// lease lapses.
+		d.releaseAbandoned(context.WithoutCancel(ctx), worker, res.Runs)
+		return store.TaskClaimResult{}, nil
+	}
+	return res, err
 }
 
 // releaseAbandoned releases runs granted to a claim whose caller is gone:

@@ -170,7 +170,7 @@ func (p *Push) takesWork(workerID string) bool {
 func (p *Push) wait(ctx context.Context, d time.Duration, kinds []string) bool {
 	var wake, kick <-chan struct{}
 	if len(kinds) > 0 {
-		w := p.d.waiters.register(kinds, false)
+		w := p.d.waiters.register(ClaimRequest{Kinds: kinds}) // never parked: never taken
 		defer p.d.waiters.unregister(w)
 		wake, kick = w.wake, p.d.pushKick
 	}

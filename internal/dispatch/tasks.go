@@ -13,8 +13,16 @@ import (
 )
 
 // Submit stores tasks (one transaction) and wakes the workers that can take
-// them; delayed tasks set the due timer instead.
+// them; delayed tasks set the due timer instead. A lone task may go
+// straight to a claim that sleeps (submitStarted); its answer is the task
+// as submitted, waiting, even when its run started with the insert.
 func (d *Dispatcher) Submit(ctx context.Context, ps []store.TaskInsertParams) ([]store.TaskInsertResult, error) {
+	if len(ps) == 1 && store.Startable(ps[0], d.cfg.Clock.Now()) {
+		// A claim of its kind may sleep on this node: hand it the task.
+		if res, done, err := d.submitStarted(ctx, ps[0]); done {
+			return res, err
+		}
+	}
 	res, err := d.cfg.Store.TaskInsertMany(ctx, ps)
 	if err != nil {
 		return nil, err

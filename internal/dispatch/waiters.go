@@ -3,6 +3,8 @@ package dispatch
 import (
 	"slices"
 	"sync"
+
+	"github.com/rotahq/rota"
 )
 
 // waiters is the registry of long-poll claims waiting for work, by kind:
@@ -19,6 +21,15 @@ type waiter struct {
 	kinds      []string      // immutable
 	pinnedOnly bool          // immutable: the claim takes only tasks pinned to its worker
 	wake       chan struct{} // buffered 1
+	// The hand-off (handoff.go): the claim's worker and address
+	// (immutable), whether it sleeps (parked: between two looks at the
+	// store, so a submit may take it) and whether a submit took it (taken:
+	// handed then gets exactly one value, the runs handed out, maybe none).
+	// parked and taken are guarded by waiters.mu.
+	worker, address string
+	max             int // the claim's Max: a claim of none is never taken
+	parked, taken   bool
+	handed          chan []rota.ClaimedRun // buffered 1
 }
 
 func newWaiters() *waiters { return &waiters{byKind: map[string][]*waiter{}} }
@@ -31,7 +42,8 @@ func (ws *waiters) notify(kind string, n int, pinned bool) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	for _, w := range ws.byKind[kind] {
-		if w.pinnedOnly && n >= 0 && !pinned || !w.pinnedOnly && n == 0 {
+		if w.taken || w.pinnedOnly && n >= 0 && !pinned || !w.pinnedOnly && n == 0 {
+			// (A taken claim gets its task from the submit that took it.)
 			continue
 		}
 		select {
@@ -62,10 +74,11 @@ func (ws *waiters) kinds() []string {
 	return out
 }
 
-func (ws *waiters) register(kinds []string, pinnedOnly bool) *waiter {
-	w := &waiter{kinds: kinds, pinnedOnly: pinnedOnly, wake: make(chan struct{}, 1)}
+func (ws *waiters) register(r ClaimRequest) *waiter {
+	w := &waiter{kinds: r.Kinds, pinnedOnly: r.PinnedOnly, wake: make(chan struct{}, 1),
+		worker: r.WorkerID, address: r.Address, max: r.Max, handed: make(chan []rota.ClaimedRun, 1)}
 	ws.mu.Lock()
-	for _, k := range kinds {
+	for _, k := range r.Kinds {
 		ws.byKind[k] = append(ws.byKind[k], w)
 	}
 	ws.mu.Unlock()
@@ -86,4 +99,38 @@ func (ws *waiters) unregister(w *waiter) {
 		}
 	}
 	ws.mu.Unlock()
+}
+
+// take takes the oldest parked claim of kind that may take unpinned tasks,
+// for a submit to hand it a task: from then on nothing else wakes it, and
+// the submit must send it exactly one value on handed. It returns nil when
+// no claim of kind sleeps.
+func (ws *waiters) take(kind string) *waiter {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for _, w := range ws.byKind[kind] {
+		if w.parked && !w.taken && !w.pinnedOnly && w.max > 0 {
+			w.parked, w.taken = false, true
+			return w
+		}
+	}
+	return nil
+}
+
+// park marks w as sleeping: a submit may take it until unpark.
+func (ws *waiters) park(w *waiter) {
+	ws.mu.Lock()
+	w.parked = true
+	ws.mu.Unlock()
+}
+
+// unpark ends w's sleep and reports whether a submit took it meanwhile
+// (the claim must then receive from handed, which the submit sends on
+// once its insert is done). w may be taken again at its next sleep.
+func (ws *waiters) unpark(w *waiter) (taken bool) {
+	ws.mu.Lock()
+	taken = w.taken
+	w.parked, w.taken = false, false
+	ws.mu.Unlock()
+	return taken
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/rotahq/rota"
 )
@@ -42,4 +43,23 @@ func (r *TaskClaimResult) RateLimit(until int64) {
 	if until != 0 && (r.RateLimitedUntil.IsZero() || until < Millis(r.RateLimitedUntil)) {
 		r.RateLimitedUntil = FromMillis(until)
 	}
+}
+
+// StartFor names the waiting claim a submitted task goes to at once (a
+// hand-off, see Startable): the claiming worker, its address, the new
+// run's id and the instant of the submit, which is also the run's start.
+type StartFor struct {
+	WorkerID      string
+	WorkerAddress string
+	RunID         string
+	Now           time.Time
+}
+
+// Startable reports whether the submit of p may hand its task straight to
+// a waiting claim: a single-worker task, claimable at now, for any worker,
+// unkeyed (a key may name an existing task) and without dependencies. The
+// store still checks the rest (see a backend's TaskInsertStarted).
+func Startable(p TaskInsertParams, now time.Time) bool {
+	return p.Workers == 1 && p.Key == "" && len(p.WorkerIDs) == 0 && len(p.DependsOn) == 0 &&
+		len(p.DependsOnItems) == 0 && !p.RunAt.After(now)
 }
