@@ -22,8 +22,8 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 	err := s.tx(ctx, "claim", func(t *txn) error {
 		res = store.TaskClaimResult{}
 		now := ms(p.Now)
-		var stop bool
-		queueSeeWorker(t, p, now, &stop)
+		var stop, locked bool
+		queueSeeWorker(t, p, now, &stop, &locked)
 		multi := len(p.Kinds) > 1
 		var held string // greatest kind whose lock this claim keeps
 		for _, kind := range p.Kinds {
@@ -36,7 +36,7 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 			}
 			// Wait for the kind's lock only in ascending order of the locks
 			// kept; otherwise skip the kind if it is busy (see package doc).
-			runs, limited, err := claimKind(ctx, t, p, kind, left, now, held == "" || kind >= held, &stop)
+			runs, limited, err := claimKind(ctx, t, p, kind, left, now, held == "" || kind >= held, &stop, &locked)
 			if err != nil {
 				return err
 			}
@@ -81,24 +81,63 @@ const seenGrain = 1000 // ms
 // *stop. The row is written only when it is new or something changes
 // beyond seenGrain; a worker asked to stop is always written, so the flag
 // read is the latest (RETURNING), else the statement's snapshot's.
-func queueSeeWorker(t *txn, p store.TaskClaimParams, now int64, stop *bool) {
-	t.queue(`WITH up AS (
+//
+// A claim that finds nothing must not lock: a row lock gives the
+// transaction an id, and its COMMIT then waits for a WAL flush, to learn
+// that there is no work (long-poll claims find nothing often: the claim a
+// worker sends when its last one came back, a wake-up another claim beat
+// it to, a safety poll). So the upsert runs (and locks the worker's row,
+// even when its WHERE then writes nothing, which is what orders a claim
+// with a concurrent WorkerStop) only when the row must be written or a
+// task of the kinds is claimable by the worker (claimableSQL); *locked
+// says whether it ran. A claim whose upsert did not run hands out nothing
+// (claimKind): a task that became claimable after the upsert's snapshot
+// is left to the next claim, which the task's wake-up sends.
+func queueSeeWorker(t *txn, p store.TaskClaimParams, now int64, stop, locked *bool) {
+	t.queue(`WITH g AS (
+			SELECT NOT EXISTS (
+				SELECT 1 FROM workers w WHERE w.id = $1 AND NOT (`+workerWriteSQL+`)
+			) OR EXISTS (SELECT 1 FROM unnest($3::text[]) AS k(name) CROSS JOIN LATERAL (`+claimableSQL(p.PinnedOnly, "k.name", "$1", "$4")+`) AS c) AS go
+		), up AS (
 			INSERT INTO workers (id, address, kinds, first_seen, last_seen, last_wait_ms)
-			VALUES ($1, $2, $3, $4, $4, $5)
+			SELECT $1, $2, $3, $4, $4, $5 FROM g WHERE g.go
 			ON CONFLICT (id) DO UPDATE SET address = excluded.address,
 				kinds = CASE WHEN workers.kinds = excluded.kinds THEN workers.kinds
 					WHEN (SELECT count(DISTINCT k) FROM unnest(workers.kinds || excluded.kinds) AS k) > `+strconv.Itoa(store.MaxWorkerKinds)+`
 					THEN excluded.kinds ELSE
 					ARRAY(SELECT DISTINCT k COLLATE "C" FROM unnest(workers.kinds || excluded.kinds) AS k ORDER BY 1) END,
 				last_seen = excluded.last_seen, last_wait_ms = excluded.last_wait_ms, deregistered = false
-			WHERE workers.last_seen <= excluded.last_seen - `+strconv.Itoa(seenGrain)+`
-				OR workers.last_wait_ms <> excluded.last_wait_ms OR workers.address <> excluded.address
-				OR workers.deregistered OR workers.stop_requested OR NOT (workers.kinds @> excluded.kinds)
+			WHERE `+strings.NewReplacer("w.", "workers.", "$1", "excluded.id", "$2", "excluded.address", "$3::text[]", "excluded.kinds",
+		"$4::bigint", "excluded.last_seen", "$5::bigint", "excluded.last_wait_ms").Replace(workerWriteSQL)+`
 			RETURNING stop_requested
 		)
-		SELECT COALESCE((SELECT stop_requested FROM up), (SELECT stop_requested FROM workers WHERE id = $1), false)`,
+		SELECT COALESCE((SELECT stop_requested FROM up), (SELECT stop_requested FROM workers WHERE id = $1), false), (SELECT go FROM g)`,
 		p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds()).
-		QueryRow(func(row pgx.Row) error { return row.Scan(stop) })
+		QueryRow(func(row pgx.Row) error { return row.Scan(stop, locked) })
+}
+
+// workerWriteSQL is true of a worker row w that a claim by worker $1 at
+// address $2 for kinds $3 at $4 with long-poll wait $5 must write (see
+// queueSeeWorker).
+var workerWriteSQL = `w.last_seen <= $4::bigint - ` + strconv.Itoa(seenGrain) + ` OR w.last_wait_ms <> $5::bigint OR w.address <> $2
+	OR w.deregistered OR w.stop_requested OR NOT (w.kinds @> $3::text[])`
+
+// claimableSQL is a query that returns a row when a task of kind (an SQL
+// expression) is claimable by worker at now (SQL expressions too), as
+// candidatesSQL would pick it (pause, cap and rate aside): one probe of
+// tasks_ready per level and pinned-or-not, each stopping at its first row;
+// only the pinned probes for a PinnedOnly claim.
+func claimableSQL(pinnedOnly bool, kind, worker, now string) string {
+	cols := `SELECT 1 FROM tasks t WHERE t.avail AND t.kind = ` + kind + ` AND t.run_at <= ` + now + ` AND ` + worker + ` <> ALL (t.holders)`
+	var probes []string
+	for level := range 3 {
+		lv := strconv.Itoa(level)
+		probes = append(probes, `(`+cols+` AND t.level = `+lv+` AND t.pinned AND `+worker+` = ANY (t.worker_ids) LIMIT 1)`)
+		if !pinnedOnly {
+			probes = append(probes, `(`+cols+` AND t.level = `+lv+` AND NOT t.pinned LIMIT 1)`)
+		}
+	}
+	return strings.Join(probes, " UNION ALL ")
 }
 
 // candidate is a task a claim picked and locked.
@@ -117,10 +156,12 @@ type candidate struct {
 // the next flush, at the latest with COMMIT). When the kind's rate bucket
 // is empty while tasks wait, it returns nothing and the instant (unix ms)
 // the next token is due. *drain is the worker's stop flag, whose read may
-// be queued before: once set, nothing more is done.
-func claimKind(ctx context.Context, t *txn, p store.TaskClaimParams, kind string, max int, now int64, wait bool, drain *bool) ([]rota.ClaimedRun, int64, error) {
+// be queued before: once set, nothing more is done; likewise when *seen,
+// read with it, says the worker's row was left unlocked.
+func claimKind(ctx context.Context, t *txn, p store.TaskClaimParams, kind string, max int, now int64, wait bool, drain, seen *bool) ([]rota.ClaimedRun, int64, error) {
 	k, picked, err := lockAndPick(ctx, t, p, kind, max, now, wait, drain)
-	if err != nil || !k.locked || *drain {
+	if err != nil || !k.locked || *drain || !*seen {
+		// (!*seen: the worker's row was not locked, see queueSeeWorker.)
 		return nil, 0, err
 	}
 	if len(picked) == 0 {
@@ -142,17 +183,35 @@ type kindLock struct {
 	rateAt       int64
 }
 
+// claimableLockSQL locks kind $1's row when a task of it is claimable by
+// worker $3 at $2 (claimableSQL); claimableLockPinnedSQL when one pinned
+// to the worker is.
+var (
+	claimableLockSQL       = claimableLock(false)
+	claimableLockPinnedSQL = claimableLock(true)
+)
+
+func claimableLock(pinnedOnly bool) string {
+	return `SELECT priority_factor, rate, rate_tokens, rate_at FROM kinds WHERE name = $1
+		AND EXISTS (` + claimableSQL(pinnedOnly, "$1", "$3::text", "$2::bigint") + `) FOR UPDATE`
+}
+
 // lockAndPick takes kind's row lock (see claimKind) and picks up to max of
 // its tasks for the worker, locking them. The pick runs only once the lock
 // is granted; nothing is picked for a draining worker (*drain, read by the
 // first flush).
 func lockAndPick(ctx context.Context, t *txn, p store.TaskClaimParams, kind string, max int, now int64, wait bool, drain *bool) (kindLock, []candidate, error) {
-	lock := `SELECT priority_factor, rate, rate_tokens, rate_at FROM kinds WHERE name = $1 FOR UPDATE`
+	// Locked only when a task is claimable (see queueSeeWorker): a claim
+	// that finds nothing takes no lock.
+	lock := claimableLockSQL
+	if p.PinnedOnly {
+		lock = claimableLockPinnedSQL
+	}
 	if !wait {
 		lock += ` SKIP LOCKED`
 	}
 	var k kindLock
-	t.queue(lock, kind).QueryRow(func(row pgx.Row) error {
+	t.queue(lock, kind, now, p.WorkerID).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&k.factor, &k.rate, &k.tokens, &k.rateAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // unknown kind, or busy

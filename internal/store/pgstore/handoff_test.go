@@ -1,8 +1,11 @@
 package pgstore_test
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
@@ -192,5 +195,53 @@ func TestInsertStartedRefused(t *testing.T) {
 				t.Errorf("stored task = %+v, want it waiting, without a run", got)
 			}
 		})
+	}
+}
+
+// TestEmptyClaimTakesNoLock: a claim that finds nothing takes no row lock
+// (so its transaction gets no id and its COMMIT no WAL flush): with the
+// worker's and the kind's rows locked by another transaction, it returns
+// at once. With a task claimable it locks both, as every claim does (the
+// worker's row orders it with WorkerStop, the kind's with the kind's
+// other claims), so it waits for that transaction.
+func TestEmptyClaimTakesNoLock(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	st := openSchema(t, schema, "n1")
+	f := storetest.NewFixture(t, st)
+	now := f.At(time.Second)
+	f.InsertNew("k", now)
+	f.Succeed("w", f.ClaimOne("w", now, "k").RunID, now) // the worker's and the kind's rows exist
+
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	s := pgx.Identifier{schema}.Sanitize()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+s+`.workers WHERE id = 'w' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+s+`.kinds WHERE name = 'k' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	claim := func() (store.TaskClaimResult, error) {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return st.TaskClaim(cctx, store.TaskClaimParams{WorkerID: "w", WorkerAddress: storetest.Addr("w"), Kinds: []string{"k"}, Max: 1,
+			Now: now.Add(100 * time.Millisecond), NewRunID: f.NewRunID})
+	}
+	if res, err := claim(); err != nil || len(res.Runs) != 0 {
+		t.Fatalf("empty claim with the rows locked elsewhere = %+v, %v; want nothing at once", res, err)
+	}
+	f.InsertNew("k", now)
+	if res, err := claim(); err == nil {
+		t.Fatalf("claim of a claimable task with the rows locked elsewhere = %+v; want it to wait for the locks (and time out)", res)
 	}
 }
