@@ -16,6 +16,18 @@ import (
 	"github.com/rotahq/rota/internal/store/storetest"
 )
 
+// openCounted opens a store in a fresh directory whose statements c
+// counts, closed when t ends.
+func openCounted(t *testing.T, c *storecost.Counter) *sqlitestore.Store {
+	t.Helper()
+	st, err := sqlitestore.New(context.Background(), sqlitestore.Config{Path: filepath.Join(t.TempDir(), "rota.db"), Cost: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 // TestCostPerTask pins what each hot path asks of SQLite, so that a change
 // cannot add a statement or a commit unnoticed. Each commit is one fsync of
 // the WAL (synchronous=FULL). A write alone in its group commit pays BEGIN
@@ -24,11 +36,7 @@ import (
 func TestCostPerTask(t *testing.T) {
 	t.Parallel()
 	var c storecost.Counter
-	st, err := sqlitestore.New(context.Background(), sqlitestore.Config{Path: filepath.Join(t.TempDir(), "rota.db"), Cost: &c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openCounted(t, &c)
 	// The lean store (issue 13). Each write is one transaction of its own
 	// here (nothing else queued): BEGIN IMMEDIATE and COMMIT are two of its
 	// statements, and its COMMIT one fsync. SQLite runs in the process: a
@@ -77,11 +85,7 @@ func TestCostGroupCommit(t *testing.T) {
 	t.Parallel()
 	const n = 50
 	var c storecost.Counter
-	st, err := sqlitestore.New(context.Background(), sqlitestore.Config{Path: filepath.Join(t.TempDir(), "rota.db"), Cost: &c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openCounted(t, &c)
 	f := storetest.NewFixture(t, st)
 	now := f.At(0)
 	// Warm up: the kind is known to exist, the statements are prepared.

@@ -1,16 +1,13 @@
 package sqlitestore_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/store"
-	"github.com/rotahq/rota/internal/store/sqlitestore"
 	"github.com/rotahq/rota/internal/store/storecost"
 	"github.com/rotahq/rota/internal/store/storetest"
 )
@@ -25,11 +22,7 @@ import (
 func TestGroupedReportTask(t *testing.T) {
 	t.Parallel()
 	var c storecost.Counter
-	st, err := sqlitestore.New(context.Background(), sqlitestore.Config{Path: filepath.Join(t.TempDir(), "rota.db"), Cost: &c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openCounted(t, &c)
 	f := storetest.NewFixture(t, st)
 	now := f.At(0)
 	var ps []store.TaskInsertParams
