@@ -5,6 +5,7 @@ import (
 
 	"github.com/rotahq/rota"
 	"github.com/rotahq/rota/internal/jsonwire"
+	"github.com/rotahq/rota/rotaapi"
 )
 
 // maxQuickKeys bounds the keys quickKeys tracks (more: checkKeys decides).
@@ -155,20 +156,39 @@ func skipValue(data []byte, i int) (int, bool) {
 // them; the strings the Reader takes are valid UTF-8 without escapes, so
 // checkText would accept them: only the raw task is checked for its text.
 func quickSubmit(data []byte, s *submitRequest) bool {
-	r := jsonwire.NewValidReader(data)
+	var q quickItems
+	return q.item(jsonwire.NewValidReader(data), &s.SubmitRequest, false) && q.r.End()
+}
+
+// quickItems reads the plain submits of a request (one, or a batch's
+// items) from one Reader. It keeps the strings that items of a batch
+// mostly share (the kind, the priority), so that each is allocated once
+// per request rather than once per item.
+type quickItems struct {
+	r        *jsonwire.Reader
+	kind     string
+	priority rota.Priority
+}
+
+// item reads one plain submit at r into s, as quickSubmit describes. The
+// raw task aliases the Reader's input when alias is set (a batch read
+// straight from the request body, which outlives the request's tasks in
+// the server), else it is copied.
+func (q *quickItems) item(r *jsonwire.Reader, s *rotaapi.SubmitRequest, alias bool) bool {
+	q.r = r
 	var seen uint16
-	ok := r.Object(func(key []byte) bool {
-		bit, ok := quickField(r, s, key)
+	return r.Object(func(key []byte) bool {
+		bit, ok := q.field(s, key, alias)
 		if !ok || seen&bit != 0 {
 			return false
 		}
 		seen |= bit
 		return true
 	})
-	return ok && r.End()
 }
 
-// quickDecode implements quickDecoder (POST /api/tasks, a batch's items).
+// quickDecode implements quickDecoder (POST /api/tasks, a batch's items
+// when the batch is not read by batchRequest.decodeFast).
 func (s *submitRequest) quickDecode(data []byte) bool {
 	if quickSubmit(data, s) {
 		return true
@@ -177,25 +197,33 @@ func (s *submitRequest) quickDecode(data []byte) bool {
 	return false
 }
 
-// quickField reads the value of the field of s named key, when it has the
+// field reads the value of the field of s named key, when it has the
 // plain shape quickSubmit takes, and returns the field's bit (one per
 // field, for quickSubmit to refuse a key given twice).
-func quickField(r *jsonwire.Reader, s *submitRequest, key []byte) (bit uint16, ok bool) {
+func (q *quickItems) field(s *rotaapi.SubmitRequest, key []byte, alias bool) (bit uint16, ok bool) {
+	r := q.r
 	switch string(key) {
 	case "task":
 		v, ok := r.Raw()
 		if !ok || string(v) == "null" || textProblem(v) != "" {
 			return 0, false
 		}
-		s.Task = bytes.Clone(v)
+		if !alias {
+			v = bytes.Clone(v)
+		}
+		s.Task = v
 		return 1 << 0, true
 	case "kind":
-		s.Kind, ok = r.String()
+		s.Kind, ok = r.StringReuse(&q.kind)
 		return 1 << 1, ok
 	case "priority":
-		var p string
-		p, ok = r.String()
-		s.Priority = (*rota.Priority)(&p)
+		// Each item gets its own pointer (a check may not write through
+		// it, but nothing should have to know that), to the shared string.
+		p := new(rota.Priority)
+		var v string
+		v, ok = r.StringReuse((*string)(&q.priority))
+		*p = rota.Priority(v)
+		s.Priority = p
 		return 1 << 2, ok
 	case "key":
 		var k string

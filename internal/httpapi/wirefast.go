@@ -24,6 +24,9 @@ func encodeFast(buf *bytes.Buffer, data any) bool {
 	case *rotaapi.ReportsResponse:
 		appendReportsEnvelope(buf, d)
 		return true
+	case *rotaapi.BatchSubmitResponse:
+		appendBatchEnvelope(buf, d)
+		return true
 	}
 	return false
 }
@@ -140,6 +143,36 @@ func appendReportsEnvelope(buf *bytes.Buffer, rr *rotaapi.ReportsResponse) {
 		buf.WriteByte(']')
 	}
 	buf.WriteString("}}\n")
+}
+
+// appendBatchEnvelope appends the envelope of a batch submit's answer
+// (encoding/json's reflection over its results was a twentieth of the
+// server's CPU under a load of batches).
+func appendBatchEnvelope(buf *bytes.Buffer, br *rotaapi.BatchSubmitResponse) {
+	buf.Grow(64 + len(br.Results)*(48+32))
+	b := buf.AvailableBuffer()
+	b = append(b, okPrefix+`{"results":`...)
+	if br.Results == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range br.Results {
+			r := &br.Results[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"task_id":`...)
+			b = jsonwire.AppendString(b, r.TaskID)
+			b = append(b, `,"existing":`...)
+			b = jsonwire.AppendBool(b, r.Existing)
+			b = append(b, `,"rerun":`...)
+			b = jsonwire.AppendBool(b, r.Rerun)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = append(b, "}}\n"...)
+	buf.Write(b)
 }
 
 // fastDecoder is implemented by requests that can read a plain body in one

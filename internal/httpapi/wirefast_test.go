@@ -51,6 +51,11 @@ func TestFastEncodeMatches(t *testing.T) {
 			{RunID: "r3", Error: &rotaapi.ReportError{Code: 40001, Message: "bad", Field: "reports[2].run_id"}},
 		}},
 		"reports nil": &rotaapi.ReportsResponse{},
+		"batch": &rotaapi.BatchSubmitResponse{Results: []rotaapi.SubmitResult{
+			{TaskID: "0123456789abcdef0123456789abcdef"}, {TaskID: "t<2>", Existing: true}, {TaskID: "t3", Existing: true, Rerun: true},
+		}},
+		"batch none": &rotaapi.BatchSubmitResponse{Results: []rotaapi.SubmitResult{}},
+		"batch nil":  &rotaapi.BatchSubmitResponse{},
 	} {
 		var buf bytes.Buffer
 		if !encodeFast(&buf, data) {

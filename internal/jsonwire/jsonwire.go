@@ -59,6 +59,11 @@ func (r *Reader) expect(c byte) bool {
 	return true
 }
 
+// Offset returns the index in the input of the next byte to read (after
+// Peek: of the next value), for a caller that keeps the bytes of a value
+// it read piece by piece.
+func (r *Reader) Offset() int { return r.i }
+
 // End reports whether nothing but whitespace is left.
 func (r *Reader) End() bool {
 	r.ws()
