@@ -172,3 +172,54 @@ func TestInsertStatementBySize(t *testing.T) {
 		}
 	}
 }
+
+// TestInsertCopyFields inserts a batch large enough for COPY (its rows
+// written by hand in the binary format) whose tasks vary every column
+// COPY fills, and reads each back as the store's answer gave it.
+func TestInsertCopyFields(t *testing.T) {
+	t.Parallel()
+	var c storecost.Counter
+	st := openCounted(t, &c)
+	f := storetest.NewFixture(t, st)
+	now := f.At(time.Second)
+	f.InsertNew("k", now) // the kind is known: the batch goes by COPY
+	var ps []store.TaskInsertParams
+	for i := range 40 {
+		p := f.Params("k", now)
+		switch i % 5 {
+		case 0:
+			p.WorkerIDs = []string{"w1"}
+		case 1:
+			p.WorkerIDs, p.Workers = []string{"w1", "wé-2"}, 2
+			p.Priority = rota.PriorityHigh
+		case 2:
+			p.Payload = nil // NULL
+			p.Priority = rota.PriorityLow
+		case 3:
+			p.RunAt = now.Add(time.Duration(i) * time.Hour)
+			p.TimeoutSeconds, p.HeartbeatTimeoutSeconds, p.MaxRetries = 60+i, 5+i, i
+		case 4:
+			p.Payload = []byte(`{"s":"é\u00e9 \"q\"","a":[1,2.5,null,true]}`)
+		}
+		ps = append(ps, p)
+	}
+	before := c.Snapshot()
+	res, err := st.TaskInsertMany(t.Context(), ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Snapshot().Sub(before).Caller; d.Statements != 1 || d.Commits != 1 {
+		t.Errorf("the batch took %+v, want one COPY (one statement, its own commit)", d)
+	}
+	for i, p := range ps {
+		got := f.Get(res[i].Task.ID)
+		want := p.NewTask()
+		if got.Kind != want.Kind || got.Priority != want.Priority || string(got.Payload) != string(want.Payload) ||
+			got.Status != rota.StatusScheduled || got.MaxRetries != want.MaxRetries || got.Workers != want.Workers ||
+			fmt.Sprint(got.WorkerIDs) != fmt.Sprint(want.WorkerIDs) || got.TimeoutSeconds != want.TimeoutSeconds ||
+			got.HeartbeatTimeoutSeconds != want.HeartbeatTimeoutSeconds || !got.CreatedAt.Equal(want.CreatedAt) ||
+			!got.RunAt.Equal(want.RunAt) {
+			t.Errorf("task %d read back as\n%+v\nwant\n%+v", i, got, want)
+		}
+	}
+}
