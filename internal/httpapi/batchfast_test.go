@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"testing/iotest"
 
 	"github.com/rotahq/rota"
 )
@@ -142,5 +143,21 @@ func BenchmarkBatchSubmitDecode(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestReadAll: the body is read whole whatever the announced length
+// (exact, short, unknown), as io.ReadAll reads it.
+func TestReadAll(t *testing.T) {
+	t.Parallel()
+	body := bytes.Repeat([]byte("0123456789"), 1000)
+	for _, size := range []int64{int64(len(body)), 10, -1, 0} {
+		got, err := readAll(iotest.OneByteReader(bytes.NewReader(body)), size)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Errorf("readAll(size %d) = %d bytes, %v; want the %d bytes", size, len(got), err, len(body))
+		}
+	}
+	if _, err := readAll(iotest.ErrReader(errors.New("boom")), 10); err == nil || err.Error() != "boom" {
+		t.Errorf("readAll of a failing reader: %v, want its error", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rotahq/rota"
@@ -264,8 +265,10 @@ type batchRequest struct {
 	rotaapi.BatchSubmitRequest
 
 	// items are the tasks, read by decodeFast (nil when the strict
-	// decoder read the body: Tasks are then decoded one by one).
+	// decoder read the body: Tasks are then decoded one by one), in
+	// buffers of batchBufs that checkItems gives back.
 	items []rotaapi.SubmitRequest
+	bufs  *batchBuf
 
 	params []store.TaskInsertParams // set by validate
 }
@@ -280,6 +283,7 @@ func (b *batchRequest) checkItems(a *API, now time.Time) error {
 	if n := len(b.Tasks); n == 0 || n > maxBatch {
 		return rota.Invalid("tasks", "must hold 1 to %d tasks, got %d", maxBatch, n)
 	}
+	defer b.release()
 	b.params = make([]store.TaskInsertParams, len(b.Tasks))
 	var refs map[string]int
 	known := jsonFields(reflect.TypeFor[*submitRequest]())
@@ -329,21 +333,17 @@ func (b *batchRequest) checkItems(a *API, now time.Time) error {
 // body from the start.
 func (b *batchRequest) decodeFast(data []byte) bool {
 	r := jsonwire.NewReader(data)
+	bufs := batchBufs.Get().(*batchBuf)
+	raws, items := bufs.raws[:0], bufs.items[:0]
 	var (
-		raws  []json.RawMessage
-		items []rotaapi.SubmitRequest
-		q     quickItems
-		saw   bool
+		q   quickItems
+		saw bool
 	)
 	ok := r.Object(func(key []byte) bool {
 		if string(key) != "tasks" || saw || r.Peek() != '[' {
 			return false
 		}
 		saw = true
-		// Room for the items a body of this size may hold (~50 bytes
-		// each for small tasks), grown beyond that.
-		n := min(maxBatch, len(data)/48+1)
-		raws, items = make([]json.RawMessage, 0, n), make([]rotaapi.SubmitRequest, 0, n)
 		return r.Array(func() bool {
 			if len(items) >= maxBatch || r.Peek() != '{' {
 				return false
@@ -357,11 +357,40 @@ func (b *batchRequest) decodeFast(data []byte) bool {
 			return true
 		})
 	})
+	bufs.raws, bufs.items = raws, items
 	if !ok || !saw || !r.End() {
+		bufs.put()
 		return false
 	}
-	b.Tasks, b.items = raws, items
+	b.Tasks, b.items, b.bufs = raws, items, bufs
 	return true
+}
+
+// batchBuf holds the buffers decodeFast reads a batch into: at 100 tasks
+// a batch, they were a tenth of what the server allocated.
+type batchBuf struct {
+	raws  []json.RawMessage
+	items []rotaapi.SubmitRequest
+}
+
+var batchBufs = sync.Pool{New: func() any { return new(batchBuf) }}
+
+// put clears the buffers (they must not keep a request's strings) and
+// gives them back.
+func (bb *batchBuf) put() {
+	clear(bb.raws)
+	clear(bb.items)
+	bb.raws, bb.items = bb.raws[:0], bb.items[:0]
+	batchBufs.Put(bb)
+}
+
+// release gives back the buffers decodeFast took, once the items are
+// checked (params keep nothing of them but strings and the body's bytes).
+func (b *batchRequest) release() {
+	if b.bufs != nil {
+		b.bufs.put()
+		b.Tasks, b.items, b.bufs = nil, nil, nil
+	}
 }
 
 // checkItem decodes and checks one item of a batch whose fields sit under
