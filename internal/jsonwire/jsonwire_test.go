@@ -57,3 +57,21 @@ func TestReaderRaw(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderOffset: after Peek, Offset is where the next value starts;
+// after a value, just past it.
+func TestReaderOffset(t *testing.T) {
+	in := []byte(`[ {"a":1} , {"b":2}]`)
+	r := NewReader(in)
+	var got []string
+	ok := r.Array(func() bool {
+		r.Peek()
+		start := r.Offset()
+		ok := r.Object(func([]byte) bool { _, ok := r.Int(); return ok })
+		got = append(got, string(in[start:r.Offset()]))
+		return ok
+	})
+	if !ok || len(got) != 2 || got[0] != `{"a":1}` || got[1] != `{"b":2}` {
+		t.Errorf("items %q (ok %v), want {\"a\":1} and {\"b\":2}", got, ok)
+	}
+}
