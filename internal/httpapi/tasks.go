@@ -280,10 +280,10 @@ func (b *batchRequest) validate(a *API) error { return b.checkItems(a, a.disp.No
 // checkItems decodes and checks each item, naming the item at fault
 // (tasks[3].kind).
 func (b *batchRequest) checkItems(a *API, now time.Time) error {
+	defer b.release()
 	if n := len(b.Tasks); n == 0 || n > maxBatch {
 		return rota.Invalid("tasks", "must hold 1 to %d tasks, got %d", maxBatch, n)
 	}
-	defer b.release()
 	b.params = make([]store.TaskInsertParams, len(b.Tasks))
 	var refs map[string]int
 	known := jsonFields(reflect.TypeFor[*submitRequest]())
