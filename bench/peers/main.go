@@ -307,7 +307,7 @@ func run() error {
 		}
 	}
 
-	specs := cases(o.p, set(strings.ReplaceAll(o.scenarios, "submit", "submit-single,submit-batch")), set(o.systems))
+	specs := cases(o.p, set(expandScenarios(o.scenarios)), set(o.systems))
 	if len(specs) == 0 {
 		return errors.New("no case selected")
 	}
@@ -318,6 +318,20 @@ func run() error {
 	f.LoadEnd = loadAvg()
 	f.Finished = time.Now()
 	return writeReport(o.readme, f, specs, results, failures)
+}
+
+// expandScenarios expands "submit" in a comma-separated list of scenarios
+// to its two cases; the cases named alone stay as they are.
+func expandScenarios(list string) string {
+	var out []string
+	for _, sc := range strings.Split(list, ",") {
+		if strings.TrimSpace(sc) == "submit" {
+			out = append(out, "submit-single", "submit-batch")
+			continue
+		}
+		out = append(out, sc)
+	}
+	return strings.Join(out, ",")
 }
 
 // withPoolMax returns the PostgreSQL URL pg with pool_max_conns set to n.
