@@ -23,7 +23,13 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 		res = store.TaskClaimResult{}
 		now := ms(p.Now)
 		var stop, locked bool
-		queueSeeWorker(t, p, now, &stop, &locked)
+		var k1 *kindLock // the kind's lock, taken with the worker's record (one kind)
+		if len(p.Kinds) == 1 && p.Max > 0 {
+			k1 = new(kindLock)
+			queueSeeWorkerAndLock(t, p, now, &stop, &locked, k1)
+		} else {
+			queueSeeWorker(t, p, now, &stop, &locked)
+		}
 		multi := len(p.Kinds) > 1
 		var held string // greatest kind whose lock this claim keeps
 		for _, kind := range p.Kinds {
@@ -36,7 +42,7 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 			}
 			// Wait for the kind's lock only in ascending order of the locks
 			// kept; otherwise skip the kind if it is busy (see package doc).
-			runs, limited, err := claimKind(ctx, t, p, kind, left, now, held == "" || kind >= held, &stop, &locked)
+			runs, limited, err := claimKind(ctx, t, p, kind, left, now, held == "" || kind >= held, &stop, &locked, k1)
 			if err != nil {
 				return err
 			}
@@ -99,7 +105,41 @@ func queueSeeWorker(t *txn, p store.TaskClaimParams, now int64, stop, locked *bo
 				SELECT 1 FROM workers w WHERE w.id = $1 AND NOT (`+workerWriteSQL+`)
 			) OR EXISTS (SELECT 1 FROM unnest($3::text[]) AS k(name) CROSS JOIN LATERAL (`+claimableSQL(p.PinnedOnly, "k.name", "$1", "$4")+`) AS c) AS go
 		), up AS (
-			INSERT INTO workers (id, address, kinds, first_seen, last_seen, last_wait_ms)
+			`+upsertWorkerSQL+`
+		)
+		SELECT COALESCE((SELECT stop_requested FROM up), (SELECT stop_requested FROM workers WHERE id = $1), false), (SELECT go FROM g)`,
+		p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds()).
+		QueryRow(func(row pgx.Row) error { return row.Scan(stop, locked) })
+}
+
+// queueSeeWorkerAndLock is queueSeeWorker for a claim of one kind, with
+// that kind's lock (claimKind) in the same statement: the lock is taken
+// when the worker's upsert runs (its row must be written, or a task of the
+// kind is claimable), and k gets the kind's row (k.locked false when it
+// was not locked, or the kind is unknown). One statement, where the two
+// were two, each with its probes of tasks_ready.
+func queueSeeWorkerAndLock(t *txn, p store.TaskClaimParams, now int64, stop, locked *bool, k *kindLock) {
+	t.queue(`WITH g AS (
+			SELECT NOT EXISTS (
+				SELECT 1 FROM workers w WHERE w.id = $1 AND NOT (`+workerWriteSQL+`)
+			) OR EXISTS (`+claimableSQL(p.PinnedOnly, "$6", "$1", "$4::bigint")+`) AS go
+		), up AS (
+			`+upsertWorkerSQL+`
+		), k AS (
+			SELECT priority_factor, rate, rate_tokens, rate_at FROM kinds WHERE name = $6 AND (SELECT go FROM g) FOR UPDATE
+		)
+		SELECT COALESCE((SELECT stop_requested FROM up), (SELECT stop_requested FROM workers WHERE id = $1), false), (SELECT go FROM g),
+			k.priority_factor IS NOT NULL, COALESCE(k.priority_factor, 0), COALESCE(k.rate, 0), COALESCE(k.rate_tokens, 0), COALESCE(k.rate_at, 0)
+		FROM (SELECT 1) AS one LEFT JOIN k ON true`,
+		p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds(), p.Kinds[0]).
+		QueryRow(func(row pgx.Row) error {
+			return row.Scan(stop, locked, &k.locked, &k.factor, &k.rate, &k.tokens, &k.rateAt)
+		})
+}
+
+// upsertWorkerSQL is the worker's upsert of queueSeeWorker (parameters
+// $1 to $5 as there), run only when g.go.
+var upsertWorkerSQL = `INSERT INTO workers (id, address, kinds, first_seen, last_seen, last_wait_ms)
 			SELECT $1, $2, $3, $4, $4, $5 FROM g WHERE g.go
 			ON CONFLICT (id) DO UPDATE SET address = excluded.address,
 				kinds = CASE WHEN workers.kinds = excluded.kinds THEN workers.kinds
@@ -109,12 +149,7 @@ func queueSeeWorker(t *txn, p store.TaskClaimParams, now int64, stop, locked *bo
 				last_seen = excluded.last_seen, last_wait_ms = excluded.last_wait_ms, deregistered = false
 			WHERE `+strings.NewReplacer("w.", "workers.", "$1", "excluded.id", "$2", "excluded.address", "$3::text[]", "excluded.kinds",
 		"$4::bigint", "excluded.last_seen", "$5::bigint", "excluded.last_wait_ms").Replace(workerWriteSQL)+`
-			RETURNING stop_requested
-		)
-		SELECT COALESCE((SELECT stop_requested FROM up), (SELECT stop_requested FROM workers WHERE id = $1), false), (SELECT go FROM g)`,
-		p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds()).
-		QueryRow(func(row pgx.Row) error { return row.Scan(stop, locked) })
-}
+			RETURNING stop_requested`
 
 // workerWriteSQL is true of a worker row w that a claim by worker $1 at
 // address $2 for kinds $3 at $4 with long-poll wait $5 must write (see
@@ -157,9 +192,10 @@ type candidate struct {
 // is empty while tasks wait, it returns nothing and the instant (unix ms)
 // the next token is due. *drain is the worker's stop flag, whose read may
 // be queued before: once set, nothing more is done; likewise when *seen,
-// read with it, says the worker's row was left unlocked.
-func claimKind(ctx context.Context, t *txn, p store.TaskClaimParams, kind string, max int, now int64, wait bool, drain, seen *bool) ([]rota.ClaimedRun, int64, error) {
-	k, picked, err := lockAndPick(ctx, t, p, kind, max, now, wait, drain)
+// read with it, says the worker's row was left unlocked. taken, when not
+// nil, is the kind's lock as queueSeeWorkerAndLock queued it.
+func claimKind(ctx context.Context, t *txn, p store.TaskClaimParams, kind string, max int, now int64, wait bool, drain, seen *bool, taken *kindLock) ([]rota.ClaimedRun, int64, error) {
+	k, picked, err := lockAndPick(ctx, t, p, kind, max, now, wait, drain, taken)
 	if err != nil || !k.locked || *drain || !*seen {
 		// (!*seen: the worker's row was not locked, see queueSeeWorker.)
 		return nil, 0, err
@@ -200,7 +236,11 @@ func claimableLock(pinnedOnly bool) string {
 // its tasks for the worker, locking them. The pick runs only once the lock
 // is granted; nothing is picked for a draining worker (*drain, read by the
 // first flush).
-func lockAndPick(ctx context.Context, t *txn, p store.TaskClaimParams, kind string, max int, now int64, wait bool, drain *bool) (kindLock, []candidate, error) {
+func lockAndPick(ctx context.Context, t *txn, p store.TaskClaimParams, kind string, max int, now int64, wait bool, drain *bool, taken *kindLock) (kindLock, []candidate, error) {
+	if taken != nil {
+		picked, err := pick(ctx, t, p, kind, max, now)
+		return *taken, picked, err
+	}
 	// Locked only when a task is claimable (see queueSeeWorker): a claim
 	// that finds nothing takes no lock.
 	lock := claimableLockSQL
@@ -228,12 +268,19 @@ func lockAndPick(ctx context.Context, t *txn, p store.TaskClaimParams, kind stri
 			return k, nil, nil
 		}
 	}
-	pick := candidatesSQL
+	picked, err := pick(ctx, t, p, kind, max, now)
+	return k, picked, err
+}
+
+// pick queues the pick of up to max tasks of kind (candidatesSQL) after
+// the statements queued, flushes, and returns the tasks picked (locked).
+func pick(ctx context.Context, t *txn, p store.TaskClaimParams, kind string, max int, now int64) ([]candidate, error) {
+	q := candidatesSQL
 	if p.PinnedOnly {
-		pick = pinnedCandidatesSQL
+		q = pinnedCandidatesSQL
 	}
 	var picked []candidate
-	t.queue(pick, kind, now, p.WorkerID, max).Query(func(rows pgx.Rows) error {
+	t.queue(q, kind, now, p.WorkerID, max).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var c candidate
 			if err := rows.Scan(&c.slot, &c.ID, &c.Payload, &c.Level, &c.Attempt, &c.TimeoutSeconds,
@@ -245,9 +292,9 @@ func lockAndPick(ctx context.Context, t *txn, p store.TaskClaimParams, kind stri
 		return rows.Err()
 	})
 	if err := t.flush(ctx); err != nil {
-		return k, nil, fmt.Errorf("claim %s: %w", kind, err)
+		return nil, fmt.Errorf("claim %s: %w", kind, err)
 	}
-	return k, picked, nil
+	return picked, nil
 }
 
 // startRuns queues the runs of the picked tasks (locked) for the claiming

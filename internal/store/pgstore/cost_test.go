@@ -45,11 +45,14 @@ func TestCostPerTask(t *testing.T) {
 		// One INSERT tasks outside a transaction block, a transaction of
 		// its own (insertcopy.go); BEGIN; INSERT tasks; COMMIT before.
 		storetest.CostInsert: storetest.Transaction(1, 1),
-		// Batch 1: BEGIN; upsert workers (written only past a second);
-		// SELECT kinds FOR UPDATE; the pick (candidatesSQL). Batch 2: one
-		// statement that starts the runs in the task rows (and moves a
-		// retried task's previous run to run_log); COMMIT.
-		storetest.CostClaim: storetest.Transaction(6, 2),
+		// Batch 1: BEGIN; one statement that upserts the worker (written
+		// only past a second) and locks the kind (SELECT kinds FOR UPDATE;
+		// two statements before session 8), each only when a task is
+		// claimable or the worker's row must be written; the pick
+		// (candidatesSQL). Batch 2: one statement that starts the runs in
+		// the task rows (and moves a retried task's previous run to
+		// run_log); COMMIT.
+		storetest.CostClaim: storetest.Transaction(5, 2),
 		// Batch 1: BEGIN; SELECT tasks FOR NO KEY UPDATE (found by
 		// tasks_run), with the run in its row. Batch 2: UPDATE tasks
 		// (lease); the worker's sighting (written only past a second) and
@@ -62,15 +65,18 @@ func TestCostPerTask(t *testing.T) {
 		// BEGIN, the UPDATE and COMMIT in one batch before; 4 statements
 		// in 2 round trips before that (a SELECT FOR NO KEY UPDATE first).
 		storetest.CostComplete: storetest.Transaction(1, 1),
-		// As a claim, without its second batch's write: BEGIN; upsert
-		// workers; SELECT kinds FOR UPDATE; the pick; then COMMIT alone.
-		storetest.CostClaimEmpty: storetest.Transaction(5, 2),
+		// As a claim, without its second batch's write: BEGIN; the
+		// worker's upsert and the kind's lock (neither runs: nothing is
+		// claimable, the worker was seen within the second, so the
+		// transaction locks nothing and its COMMIT flushes no WAL:
+		// TestEmptyClaimTakesNoLock); the pick; then COMMIT alone.
+		storetest.CostClaimEmpty: storetest.Transaction(4, 2),
 		// One INSERT tasks of every task (unnest) outside a transaction
 		// block (from copyMinRows tasks on, one COPY); BEGIN, the INSERT
 		// and COMMIT before.
 		storetest.CostInsertBatch: storetest.Transaction(1, 1),
 		// As a claim of one: the pick and the write are set-based.
-		storetest.CostClaimBatch: storetest.Transaction(6, 2),
+		storetest.CostClaimBatch: storetest.Transaction(5, 2),
 		// Batch 1: BEGIN; SELECT schedules FOR UPDATE; SELECT open runs;
 		// SELECT the last run. Batch 2: INSERT tasks (the run); UPDATE
 		// schedules (state, version); COMMIT.
