@@ -51,18 +51,21 @@ func (st *runState) beat(ctx context.Context, msg string, wait time.Duration) be
 }
 
 // startBeats heartbeats the run in a goroutine of its own until the loop
-// ends it; the outcomes come on the returned channel. The first heartbeat
-// goes out after min(interval, firstBeat), then one per interval, each
-// held by the server up to the interval's whole seconds: a heartbeat is
-// pending nearly all the time, so a stop reaches the handler at once,
-// without heartbeating more often than every interval.
-func (l *runLoop) startBeats() <-chan beatResult {
+// ends it; the outcomes come on l.beats. The loop starts it when the first
+// heartbeat is due, min(interval, firstBeat) after the start; then one
+// goes out per interval, each held by the server up to the interval's
+// whole seconds: a heartbeat is pending nearly all the time, so a stop
+// reaches the handler at once, without heartbeating more often than every
+// interval.
+func (l *runLoop) startBeats() {
 	out := make(chan beatResult)
-	st, ctx := l.st, l.beatCtx
+	ended := make(chan struct{})
+	ctx, stop := context.WithCancel(l.base)
+	l.beats, l.stopBeats, l.beatsEnded = out, stop, ended
+	st := l.st
 	go func() {
-		defer close(l.beatsEnded)
-		next := st.start.Add(min(st.interval(), firstBeat))
-		for sleepUntil(ctx, next) {
+		defer close(ended)
+		for {
 			iv := st.interval()
 			b := st.beat(ctx, "", iv.Truncate(time.Second))
 			if ctx.Err() != nil {
@@ -73,10 +76,11 @@ func (l *runLoop) startBeats() <-chan beatResult {
 			case <-ctx.Done():
 				return
 			}
-			next = b.sent.Add(iv)
+			if !sleepUntil(ctx, b.sent.Add(iv)) {
+				return
+			}
 		}
 	}()
-	return out
 }
 
 // sleepUntil waits until t; false if ctx ended first.
@@ -137,7 +141,7 @@ func (l *runLoop) onBeat(b beatResult) error {
 // loseLease gives the run up: it is no longer ours.
 func (l *runLoop) loseLease(err error) {
 	l.lost = true
-	l.stopBeats()
+	l.endBeats()
 	l.cancelWith(err)
 }
 

@@ -70,7 +70,8 @@ type pendingReport struct {
 // report delivers rep for st and returns when it was acknowledged, refused
 // or given up (logged in each case, as send does).
 func (r *reporter) report(base context.Context, st *runState, lease time.Time, rep rotaclient.Report) {
-	p := &pendingReport{st: st, rep: rep, lease: lease, done: make(chan struct{}),
+	p := &st.pending // a run reports once
+	*p = pendingReport{st: st, rep: rep, lease: lease, done: make(chan struct{}),
 		size: 128 + len(rep.RunID) + len(rep.Message)}
 	if raw, ok := rep.Result.(json.RawMessage); ok {
 		p.size += len(raw)

@@ -54,15 +54,24 @@ type Task[T any] struct {
 	message string
 }
 
-func newTask[T any](st *runState, v T) *Task[T] {
-	cr := st.claimed
+// newTask makes the Task of one call of st's handler; its Payload is left
+// for the caller to decode into (in place: a T decoded apart would be one
+// more allocation a run).
+func newTask[T any](st *runState) *Task[T] {
+	cr := &st.claimed
 	t := &Task[T]{
 		ID: cr.TaskID, RunID: cr.RunID, Kind: cr.Kind, Priority: cr.Priority, Attempt: cr.Attempt, LocalRetry: st.localRetry,
-		Payload: v, Raw: cr.Payload, Timeout: time.Duration(cr.TimeoutSeconds) * time.Second,
+		Raw: cr.Payload, Timeout: time.Duration(cr.TimeoutSeconds) * time.Second,
 		HeartbeatTimeout: st.heartbeatTimeout(), ScheduleID: cr.ScheduleID, FireTime: cr.FireTime, st: st,
 	}
-	st.outputs = t.outputs
+	st.outputs = t
 	return t
+}
+
+// outputter is a Task's result and message, whatever its T (an interface
+// holding the *Task, where a method value would be an allocation).
+type outputter interface {
+	outputs() (json.RawMessage, string)
 }
 
 // SetResult records v, encoded with encoding/json, as the task's result
@@ -144,7 +153,11 @@ type runState struct {
 	slotted bool
 
 	// Set by newTask before each call of the handler; read after it returned.
-	outputs func() (json.RawMessage, string)
+	outputs outputter
+	// Owned by the goroutine running execute.
+	loop runLoop
+	// The run's report on its way (reporter.report); one a run.
+	pending pendingReport
 	// Owned by the handler's goroutine: the calls of the handler that
 	// failed unexpectedly so far.
 	localRetry int
@@ -259,49 +272,68 @@ func (st *runState) retryLocally(ctx context.Context, err error) bool {
 // worker's stop. The run's slot is released when the handler returns.
 func (st *runState) execute(base context.Context) {
 	defer close(st.loopDone)
-	l := newRunLoop(st, base)
+	l := &st.loop
+	l.init(st, base)
 	defer l.close()
-	done := l.startHandler()
-	beats := l.startBeats()
-	l.run(done, beats)
+	l.run(l.startHandler())
 }
 
 // runLoop is the state of one run's execute loop. Owned by the goroutine
-// running execute.
+// running execute. It lives in the runState (one allocation a run).
 type runLoop struct {
-	st         *runState
-	base       context.Context
-	ctx        context.Context // the handler's
-	cancel     context.CancelCauseFunc
-	stopTimer  context.CancelFunc // releases the timeout's timer
-	stopBeats  context.CancelFunc // ends the heartbeat goroutine
-	lost       bool               // the run is no longer ours
-	cause      error              // why the handler was cancelled
-	waitT      *time.Timer        // CancelWait after the cancellation
-	waitC      <-chan time.Time
-	beatCtx    context.Context
-	beatsEnded chan struct{} // closed when the heartbeat goroutine returns
+	st        *runState
+	base      context.Context
+	ctx       context.Context // the handler's
+	cancel    context.CancelCauseFunc
+	stopTimer context.CancelFunc // releases the timeout's timer; nil without a timeout
+	lost      bool               // the run is no longer ours
+	cause     error              // why the handler was cancelled
+	waitT     *time.Timer        // CancelWait after the cancellation
+	waitC     <-chan time.Time
+
+	// Heartbeats. The first is due on firstT; the goroutine that sends them
+	// (and its context) is started only then: most runs end sooner and
+	// never heartbeat, and a timer costs less than a goroutine, a context
+	// and two channels.
+	firstT     *time.Timer
+	firstC     <-chan time.Time   // nil once the first beat is due or beats ended
+	beats      <-chan beatResult  // the heartbeat goroutine's outcomes; nil until it starts
+	stopBeats  context.CancelFunc // ends the heartbeat goroutine; nil until it starts
+	beatsEnded chan struct{}      // closed when the heartbeat goroutine returns
 }
 
-func newRunLoop(st *runState, base context.Context) *runLoop {
-	l := &runLoop{st: st, base: base, stopTimer: func() {}, beatsEnded: make(chan struct{})}
+func (l *runLoop) init(st *runState, base context.Context) {
+	l.st, l.base = st, base
 	l.ctx, l.cancel = context.WithCancelCause(base)
 	if t := st.claimed.TimeoutSeconds; t > 0 {
 		// The server's deadline is its start plus the timeout; st.start is
 		// never earlier than that start.
 		l.ctx, l.stopTimer = context.WithDeadlineCause(l.ctx, st.start.Add(time.Duration(t)*time.Second), ErrTimeout)
 	}
-	l.beatCtx, l.stopBeats = context.WithCancel(base)
-	return l
+	l.firstT = time.NewTimer(time.Until(st.start.Add(min(st.interval(), firstBeat))))
+	l.firstC = l.firstT.C
+}
+
+// endBeats ends the run's heartbeats, or keeps them from starting.
+func (l *runLoop) endBeats() {
+	l.firstC = nil
+	l.firstT.Stop()
+	if l.stopBeats != nil {
+		l.stopBeats()
+	}
 }
 
 func (l *runLoop) close() {
-	l.stopBeats()
-	<-l.beatsEnded
+	l.endBeats()
+	if l.beatsEnded != nil {
+		<-l.beatsEnded
+	}
 	if l.waitT != nil {
 		l.waitT.Stop()
 	}
-	l.stopTimer()
+	if l.stopTimer != nil {
+		l.stopTimer()
+	}
 	l.cancel(nil)
 }
 
@@ -355,13 +387,13 @@ func (l *runLoop) cancelWith(c error) {
 }
 
 // run is the select loop: it returns once the run is reported or given up.
-func (l *runLoop) run(done <-chan error, beats <-chan beatResult) {
+func (l *runLoop) run(done <-chan error) {
 	st := l.st
 	ctxDone, abandon := l.ctx.Done(), st.w.abandon
 	for {
 		select {
 		case err := <-done:
-			l.stopBeats() // no heartbeat races the report
+			l.endBeats() // no heartbeat races the report
 			cause := l.cause
 			if errors.Is(err, errNotStarted) || errors.Is(err, errBufferWait) {
 				cause = ErrWorkerStopping // hand it back: another worker takes it at once
@@ -372,7 +404,10 @@ func (l *runLoop) run(done <-chan error, beats <-chan beatResult) {
 				st.log().Info("rotaworker: run abandoned: its lease was lost", "err", err)
 			}
 			return
-		case b := <-beats:
+		case <-l.firstC:
+			l.firstC = nil
+			l.startBeats()
+		case b := <-l.beats:
 			l.onBeat(b)
 		case req := <-st.beatReq:
 			if l.lost {
@@ -420,7 +455,7 @@ func (st *runState) finish(base context.Context, lease time.Time, err error, cau
 		var result json.RawMessage
 		var msg string
 		if st.outputs != nil {
-			result, msg = st.outputs()
+			result, msg = st.outputs.outputs()
 		}
 		rep := rotaclient.Report{RunID: runID, Outcome: rotaclient.OutcomeSucceed, Message: capMessage(msg)}
 		if result != nil {

@@ -303,7 +303,10 @@ func (w *Worker) Register(kind string, h Handler, opts ...HandlerOptions) {
 	}
 	register(w, kind, opts, func(ctx context.Context, t *Task[json.RawMessage]) error {
 		return h.Work(ctx, t)
-	}, func(raw json.RawMessage) (json.RawMessage, error) { return raw, nil })
+	}, func(raw json.RawMessage, p *json.RawMessage) error {
+		*p = raw
+		return nil
+	})
 }
 
 // Handle registers fn as the handler of kind, decoding each task's payload
@@ -314,14 +317,10 @@ func Handle[T any](w *Worker, kind string, fn func(ctx context.Context, t *Task[
 	if fn == nil {
 		panic("rotaworker: nil handler for kind " + kind)
 	}
-	register(w, kind, opts, fn, func(raw json.RawMessage) (T, error) {
-		var v T
-		err := json.Unmarshal(raw, &v)
-		return v, err
-	})
+	register(w, kind, opts, fn, func(raw json.RawMessage, p *T) error { return json.Unmarshal(raw, p) })
 }
 
-func register[T any](w *Worker, kind string, opts []HandlerOptions, fn func(context.Context, *Task[T]) error, decode func(json.RawMessage) (T, error)) {
+func register[T any](w *Worker, kind string, opts []HandlerOptions, fn func(context.Context, *Task[T]) error, decode func(raw json.RawMessage, into *T) error) {
 	if !rota.ValidKind(kind) {
 		panic(fmt.Sprintf("rotaworker: invalid kind %q (want %s)", kind, rota.KindPattern))
 	}
@@ -344,12 +343,12 @@ func register[T any](w *Worker, kind string, opts []HandlerOptions, fn func(cont
 		slots: make(chan struct{}, n),
 		hand:  newHand(n, prefetchOf(w.cfg.Prefetch, n)),
 		call: func(ctx context.Context, st *runState) error {
-			v, err := decode(st.claimed.Payload)
-			if err != nil {
+			t := newTask[T](st)
+			if err := decode(st.claimed.Payload, &t.Payload); err != nil {
 				var zero T
 				return NoRetry(fmt.Errorf("decode the payload of task %s as %T: %w", st.claimed.TaskID, zero, err))
 			}
-			return fn(ctx, newTask(st, v))
+			return fn(ctx, t)
 		},
 	}
 	w.kinds = append(w.kinds, kind)
