@@ -153,6 +153,7 @@ type beatRequest struct {
 
 // progress heartbeats at once through the run loop.
 func (st *runState) progress(ctx context.Context, msg string) error {
+	st.loop.wake() // the loop serves it
 	req := beatRequest{msg: msg, reply: make(chan error, 1)}
 	select {
 	case st.beatReq <- req:

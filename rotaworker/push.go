@@ -185,6 +185,7 @@ func (p *pushServer) deliver(rw http.ResponseWriter, r *http.Request) {
 	kh.hand.mu.Lock()
 	kh.hand.n++ // the run is in the kind's hand until it leaves (startHandler)
 	kh.hand.mu.Unlock()
-	p.runs.Go(func() { st.execute(p.base) })
+	p.runs.Add(1) // Done when the run ends (execute)
+	go st.execute(p.base, p.runs)
 	rw.WriteHeader(http.StatusAccepted)
 }

@@ -267,22 +267,43 @@ func (st *runState) retryLocally(ctx context.Context, err error) bool {
 	return st.localRetry < st.w.cfg.MaxLocalRetries && !IsNoRetry(err) && ctx.Err() == nil
 }
 
-// execute runs the handler of one claimed run in a select over its
-// result, heartbeats (and Progress), the timeout, the lease and the
-// worker's stop. The run's slot is released when the handler returns.
-func (st *runState) execute(base context.Context) {
-	defer close(st.loopDone)
+// execute runs one claimed run: the handler, on this goroutine, then its
+// report. Nothing else is started for a run that ends quietly (most do:
+// they end before their first heartbeat is due). The run loop (run: a
+// select over the handler's result, heartbeats and Progress, the timeout,
+// the lease and the worker's stop) is started by wake, on its own
+// goroutine, as soon as it has something to watch: the first heartbeat
+// is due (never later than the timeout, which is whole seconds), Progress
+// is called, or the worker abandons its runs. From then on the loop owns
+// the run's end, as it did when every run had one: this goroutine only
+// hands it the handler's result. The run's slot is released when the
+// handler returns; runs.Done is called once the run is reported or given
+// up.
+func (st *runState) execute(base context.Context, runs *sync.WaitGroup) {
 	l := &st.loop
-	l.init(st, base)
-	defer l.close()
-	l.run(l.startHandler())
+	l.init(st, base, runs)
+	err := l.handle()
+	if l.state.CompareAndSwap(runInline, runEnded) {
+		l.endInline(err)
+		return
+	}
+	l.done <- err // buffered: the loop may have ended the run already (CancelWait)
 }
 
-// runLoop is the state of one run's execute loop. Owned by the goroutine
-// running execute. It lives in the runState (one allocation a run).
+// States of a run's loop (runLoop.state).
+const (
+	runInline  int32 = iota // the handler runs; no loop watches it
+	runLooping              // the loop was started: it ends the run
+	runEnded                // the handler returned before anything woke the loop
+)
+
+// runLoop is the state of one run's loop. It lives in the runState (one
+// allocation a run). Set by init before anything can wake the loop; then
+// owned by the loop's goroutine once woken, else by execute's.
 type runLoop struct {
 	st        *runState
 	base      context.Context
+	runs      *sync.WaitGroup // Done once the run is ended
 	ctx       context.Context // the handler's
 	cancel    context.CancelCauseFunc
 	stopTimer context.CancelFunc // releases the timeout's timer; nil without a timeout
@@ -291,33 +312,120 @@ type runLoop struct {
 	waitT     *time.Timer        // CancelWait after the cancellation
 	waitC     <-chan time.Time
 
-	// Heartbeats. The first is due on firstT; the goroutine that sends them
-	// (and its context) is started only then: most runs end sooner and
-	// never heartbeat, and a timer costs less than a goroutine, a context
-	// and two channels.
-	firstT     *time.Timer
+	// Waking the loop.
+	state    atomic.Int32 // runInline, runLooping or runEnded
+	wakeMu   sync.Mutex   // serializes wake
+	wakeT    *time.Timer  // wakes the loop when the first beat is due
+	done     chan error   // the handler's result, to the loop; made by wake
+	listed   bool         // in the worker's list of runs to wake on abandon (Worker.inlineMu)
+	firstDue time.Time    // when the first heartbeat is due
+
+	// Heartbeats. The goroutine that sends them (and its context) is
+	// started when the first is due: most runs end sooner and never
+	// heartbeat.
+	firstT     *time.Timer        // the first beat, when the loop woke before it was due
 	firstC     <-chan time.Time   // nil once the first beat is due or beats ended
 	beats      <-chan beatResult  // the heartbeat goroutine's outcomes; nil until it starts
 	stopBeats  context.CancelFunc // ends the heartbeat goroutine; nil until it starts
 	beatsEnded chan struct{}      // closed when the heartbeat goroutine returns
 }
 
-func (l *runLoop) init(st *runState, base context.Context) {
-	l.st, l.base = st, base
+func (l *runLoop) init(st *runState, base context.Context, runs *sync.WaitGroup) {
+	l.st, l.base, l.runs = st, base, runs
 	l.ctx, l.cancel = context.WithCancelCause(base)
 	if t := st.claimed.TimeoutSeconds; t > 0 {
 		// The server's deadline is its start plus the timeout; st.start is
 		// never earlier than that start.
 		l.ctx, l.stopTimer = context.WithDeadlineCause(l.ctx, st.start.Add(time.Duration(t)*time.Second), ErrTimeout)
 	}
-	l.firstT = time.NewTimer(time.Until(st.start.Add(min(st.interval(), firstBeat))))
-	l.firstC = l.firstT.C
+	// The first beat is due no later than the timeout (a whole number of
+	// seconds, at least one): this timer wakes the loop in time for both.
+	l.firstDue = st.start.Add(min(st.interval(), firstBeat))
+	l.wakeMu.Lock() // the timer may fire at once: its loop reads wakeT after claimLoop
+	l.wakeT = time.AfterFunc(time.Until(l.firstDue), l.wakeOnTimer)
+	l.wakeMu.Unlock()
+	st.w.listInline(l) // woken by abandonAll
+}
+
+// wake starts the run loop on a goroutine of its own unless it runs
+// already or the run ended.
+func (l *runLoop) wake() {
+	if l.claimLoop() {
+		go l.loop()
+	}
+}
+
+// wakeOnTimer is wake on the timer's goroutine: the first beat is due.
+func (l *runLoop) wakeOnTimer() {
+	if l.claimLoop() {
+		l.loop()
+	}
+}
+
+// claimLoop moves the run from inline to looping; false if it was not
+// inline. The loop's channel is made before the move, so that execute's
+// goroutine, failing to end the run inline, finds it.
+func (l *runLoop) claimLoop() bool {
+	l.wakeMu.Lock()
+	defer l.wakeMu.Unlock()
+	if l.state.Load() != runInline {
+		return false
+	}
+	l.done = make(chan error, 1)
+	if !l.state.CompareAndSwap(runInline, runLooping) {
+		l.done = nil // the handler returned meanwhile
+		return false
+	}
+	return true
+}
+
+// loop runs the run loop until the run is reported or given up.
+func (l *runLoop) loop() {
+	l.wakeT.Stop()
+	l.st.w.unlistInline(l)
+	if d := time.Until(l.firstDue); d > 0 {
+		l.firstT = time.NewTimer(d)
+		l.firstC = l.firstT.C
+	} else {
+		l.startBeats()
+	}
+	l.run(l.done)
+	l.close()
+	l.end()
+}
+
+// endInline ends a run whose handler returned before anything woke the
+// loop: as the loop would on the handler's result.
+func (l *runLoop) endInline(err error) {
+	l.wakeT.Stop()
+	l.st.w.unlistInline(l)
+	cause := error(nil)
+	if l.ctx.Err() != nil {
+		// The timeout passed before the loop noticed it (its timer ran
+		// late): the server ends the run itself.
+		cause = context.Cause(l.ctx)
+	}
+	l.st.finishWith(l.base, err, cause)
+	if l.stopTimer != nil {
+		l.stopTimer()
+	}
+	l.cancel(nil)
+	l.end()
+}
+
+// end marks the run ended: Progress fails from now on and Run stops
+// waiting for it.
+func (l *runLoop) end() {
+	close(l.st.loopDone)
+	l.runs.Done()
 }
 
 // endBeats ends the run's heartbeats, or keeps them from starting.
 func (l *runLoop) endBeats() {
 	l.firstC = nil
-	l.firstT.Stop()
+	if l.firstT != nil {
+		l.firstT.Stop()
+	}
 	if l.stopBeats != nil {
 		l.stopBeats()
 	}
@@ -346,31 +454,26 @@ func (st *runState) takeSlot(ctx context.Context) error {
 	return waitSlot(ctx, st.kh.slots, st.w.stopping, st.w.clock)
 }
 
-// startHandler runs the handler once the run has a concurrency slot (a
-// prefetched run waits for one, its lease kept by its heartbeats); the
-// result comes on the returned channel: the handler's, or why it was never
-// called (errNotStarted, errBufferWait, or the cause of the run's ctx).
-func (l *runLoop) startHandler() <-chan error {
-	done := make(chan error, 1)
+// handle runs the handler once the run has a concurrency slot (a
+// prefetched run waits for one, its lease kept by its heartbeats) and
+// returns its result, or why it was never called (errNotStarted,
+// errBufferWait, or the cause of the run's ctx).
+func (l *runLoop) handle() error {
 	st := l.st
-	go func() {
-		arrived := time.Now()
-		if err := st.takeSlot(l.ctx); err != nil {
-			if errors.Is(err, errBufferWait) {
-				st.kh.hand.slow(time.Since(arrived))
-			}
-			st.kh.hand.leave(0)
-			done <- err
-			return
+	arrived := time.Now()
+	if err := st.takeSlot(l.ctx); err != nil {
+		if errors.Is(err, errBufferWait) {
+			st.kh.hand.slow(time.Since(arrived))
 		}
-		began := time.Now()
-		defer func() {
-			<-st.kh.slots
-			st.kh.hand.leave(max(time.Since(began), time.Nanosecond))
-		}()
-		done <- st.callWithRetries(l.ctx)
+		st.kh.hand.leave(0)
+		return err
+	}
+	began := time.Now()
+	defer func() {
+		<-st.kh.slots
+		st.kh.hand.leave(max(time.Since(began), time.Nanosecond))
 	}()
-	return done
+	return st.callWithRetries(l.ctx)
 }
 
 // cancelWith cancels the handler with cause c (once) and starts waiting
@@ -394,12 +497,8 @@ func (l *runLoop) run(done <-chan error) {
 		select {
 		case err := <-done:
 			l.endBeats() // no heartbeat races the report
-			cause := l.cause
-			if errors.Is(err, errNotStarted) || errors.Is(err, errBufferWait) {
-				cause = ErrWorkerStopping // hand it back: another worker takes it at once
-			}
 			if !l.lost {
-				st.finish(l.base, st.lease(), err, cause)
+				st.finishWith(l.base, err, l.cause)
 			} else {
 				st.log().Info("rotaworker: run abandoned: its lease was lost", "err", err)
 			}
@@ -428,6 +527,15 @@ func (l *runLoop) run(done <-chan error) {
 			return
 		}
 	}
+}
+
+// finishWith reports the handler's result err (or why it was never
+// called), cause being why it was cancelled (nil if it was not).
+func (st *runState) finishWith(base context.Context, err, cause error) {
+	if errors.Is(err, errNotStarted) || errors.Is(err, errBufferWait) {
+		cause = ErrWorkerStopping // hand it back: another worker takes it at once
+	}
+	st.finish(base, st.lease(), err, cause)
 }
 
 // MaxMessage is the longest message the worker reports (the server keeps

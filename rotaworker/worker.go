@@ -224,6 +224,56 @@ type Worker struct {
 	done      chan struct{} // closed when Run returns
 	stopOnce  sync.Once
 	abandOnce sync.Once
+
+	// The runs whose loop has not started (see execute): abandonAll wakes
+	// them.
+	inlineMu  sync.Mutex
+	inline    map[*runLoop]struct{}
+	abandoned bool // abandonAll ran: a new run wakes its loop at once
+}
+
+// listInline adds l to the runs abandonAll wakes, or wakes it at once when
+// abandonAll already ran.
+func (w *Worker) listInline(l *runLoop) {
+	w.inlineMu.Lock()
+	if w.abandoned {
+		w.inlineMu.Unlock()
+		l.wake()
+		return
+	}
+	if w.inline == nil {
+		w.inline = make(map[*runLoop]struct{})
+	}
+	w.inline[l] = struct{}{}
+	l.listed = true
+	w.inlineMu.Unlock()
+}
+
+// unlistInline removes l from the runs abandonAll wakes.
+func (w *Worker) unlistInline(l *runLoop) {
+	w.inlineMu.Lock()
+	if l.listed {
+		delete(w.inline, l)
+		l.listed = false
+	}
+	w.inlineMu.Unlock()
+}
+
+// wakeInline wakes every run whose loop has not started: their loops
+// cancel them (the worker abandons its runs).
+func (w *Worker) wakeInline() {
+	w.inlineMu.Lock()
+	w.abandoned = true
+	ls := make([]*runLoop, 0, len(w.inline))
+	for l := range w.inline {
+		ls = append(ls, l)
+		l.listed = false
+	}
+	clear(w.inline)
+	w.inlineMu.Unlock()
+	for _, l := range ls {
+		l.wake()
+	}
 }
 
 // New returns a Worker for cfg. It does not fail: a bad configuration is
@@ -449,7 +499,10 @@ func (w *Worker) beginStop() {
 // abandonAll cancels every running handler.
 func (w *Worker) abandonAll() {
 	w.beginStop()
-	w.abandOnce.Do(func() { close(w.abandon) })
+	w.abandOnce.Do(func() {
+		close(w.abandon)
+		w.wakeInline()
+	})
 }
 
 // graceful starts a graceful stop bounded by Config.Grace.
@@ -600,7 +653,8 @@ func (w *Worker) startRuns(base context.Context, kh *kindHandler, res rotaclient
 			st.slotted = true
 		default:
 		}
-		runs.Go(func() { st.execute(base) })
+		runs.Add(1) // Done when the run ends (execute)
+		go st.execute(base, runs)
 	}
 	kh.hand.unreserve(n - min(n, len(res.Runs)))
 }
