@@ -153,11 +153,14 @@ type beatRequest struct {
 
 // progress heartbeats at once through the run loop.
 func (st *runState) progress(ctx context.Context, msg string) error {
-	st.loop.wake() // the loop serves it
+	reqs, loopDone, ok := st.loop.wakeForProgress() // the loop serves it
+	if !ok {
+		return fmt.Errorf("rotaworker: progress after the run ended")
+	}
 	req := beatRequest{msg: msg, reply: make(chan error, 1)}
 	select {
-	case st.beatReq <- req:
-	case <-st.loopDone:
+	case reqs <- req:
+	case <-loopDone:
 		return fmt.Errorf("rotaworker: progress after the run ended")
 	case <-ctx.Done():
 		return context.Cause(ctx)

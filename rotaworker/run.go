@@ -140,9 +140,6 @@ type runState struct {
 	hb       atomic.Int64 // the task's lease length (ns); a heartbeat reply may change it
 	leaseEnd atomic.Int64 // our view of the lease's end, as an offset from start (ns)
 
-	beatReq  chan beatRequest // Progress asks the run loop for a heartbeat
-	loopDone chan struct{}    // closed when execute returns
-
 	// The run's logger, made at its first use (most runs never log, and
 	// a handler's With formats its attributes).
 	logOnce sync.Once
@@ -170,7 +167,6 @@ func newRunState(w *Worker, kh *kindHandler, cr rota.ClaimedRun, start time.Time
 	}
 	st := &runState{
 		w: w, kh: kh, claimed: cr, start: start,
-		beatReq: make(chan beatRequest), loopDone: make(chan struct{}),
 	}
 	st.hb.Store(int64(hb))
 	st.leaseEnd.Store(int64(hb))
@@ -287,7 +283,10 @@ func (st *runState) execute(base context.Context, runs *sync.WaitGroup) {
 		l.endInline(err)
 		return
 	}
-	l.done <- err // buffered: the loop may have ended the run already (CancelWait)
+	l.wakeMu.Lock() // claimLoop set done under it, after the state moved
+	done := l.done
+	l.wakeMu.Unlock()
+	done <- err // buffered: the loop may have ended the run already (CancelWait)
 }
 
 // States of a run's loop (runLoop.state).
@@ -313,12 +312,15 @@ type runLoop struct {
 	waitC     <-chan time.Time
 
 	// Waking the loop.
-	state    atomic.Int32 // runInline, runLooping or runEnded
-	wakeMu   sync.Mutex   // serializes wake
-	wakeT    *time.Timer  // wakes the loop when the first beat is due
-	done     chan error   // the handler's result, to the loop; made by wake
-	listed   bool         // in the worker's list of runs to wake on abandon (Worker.inlineMu)
-	firstDue time.Time    // when the first heartbeat is due
+	state  atomic.Int32 // runInline, runLooping or runEnded
+	wakeMu sync.Mutex   // serializes wake
+	wakeT  *time.Timer  // wakes the loop when the first beat is due
+	// Made by claimLoop when it starts the loop (under wakeMu).
+	done     chan error       // the handler's result, to the loop
+	beatReq  chan beatRequest // Progress asks the loop for a heartbeat
+	loopDone chan struct{}    // closed when the loop ended the run
+	listed   bool             // in the worker's list of runs to wake on abandon (Worker.inlineMu)
+	firstDue time.Time        // when the first heartbeat is due
 
 	// Heartbeats. The goroutine that sends them (and its context) is
 	// started when the first is due: most runs end sooner and never
@@ -350,32 +352,45 @@ func (l *runLoop) init(st *runState, base context.Context, runs *sync.WaitGroup)
 // wake starts the run loop on a goroutine of its own unless it runs
 // already or the run ended.
 func (l *runLoop) wake() {
-	if l.claimLoop() {
+	l.wakeMu.Lock()
+	started := l.claimLoop()
+	l.wakeMu.Unlock()
+	if started {
 		go l.loop()
 	}
 }
 
 // wakeOnTimer is wake on the timer's goroutine: the first beat is due.
 func (l *runLoop) wakeOnTimer() {
-	if l.claimLoop() {
+	l.wakeMu.Lock()
+	started := l.claimLoop()
+	l.wakeMu.Unlock()
+	if started {
 		l.loop()
 	}
 }
 
-// claimLoop moves the run from inline to looping; false if it was not
-// inline. The loop's channel is made before the move, so that execute's
-// goroutine, failing to end the run inline, finds it.
-func (l *runLoop) claimLoop() bool {
+// wakeForProgress wakes the loop and returns its channels for Progress;
+// false when the run ended without one.
+func (l *runLoop) wakeForProgress() (req chan beatRequest, loopDone chan struct{}, ok bool) {
 	l.wakeMu.Lock()
-	defer l.wakeMu.Unlock()
-	if l.state.Load() != runInline {
-		return false
+	started := l.claimLoop()
+	req, loopDone = l.beatReq, l.loopDone
+	l.wakeMu.Unlock()
+	if started {
+		go l.loop()
 	}
-	l.done = make(chan error, 1)
+	return req, loopDone, req != nil
+}
+
+// claimLoop moves the run from inline to looping and makes the loop's
+// channels; false if it was not inline. l.wakeMu is held: execute's
+// goroutine, failing to end the run inline, reads done under it.
+func (l *runLoop) claimLoop() bool {
 	if !l.state.CompareAndSwap(runInline, runLooping) {
-		l.done = nil // the handler returned meanwhile
 		return false
 	}
+	l.done, l.beatReq, l.loopDone = make(chan error, 1), make(chan beatRequest), make(chan struct{})
 	return true
 }
 
@@ -416,7 +431,9 @@ func (l *runLoop) endInline(err error) {
 // end marks the run ended: Progress fails from now on and Run stops
 // waiting for it.
 func (l *runLoop) end() {
-	close(l.st.loopDone)
+	if l.loopDone != nil { // the loop ended it
+		close(l.loopDone)
+	}
 	l.runs.Done()
 }
 
@@ -508,7 +525,7 @@ func (l *runLoop) run(done <-chan error) {
 			l.startBeats()
 		case b := <-l.beats:
 			l.onBeat(b)
-		case req := <-st.beatReq:
+		case req := <-l.beatReq:
 			if l.lost {
 				req.reply <- context.Cause(l.ctx)
 				continue
