@@ -22,14 +22,13 @@ const maxBatchBytes = 4 << 20
 // it and go together in the next. A server without the batch endpoint
 // switches the worker to one request per report for the rest of its life.
 //
-// Each run's goroutine waits in report until its report is acknowledged or
-// given up, so Run (and Stop) wait for every report as they wait for the
-// runs.
+// A run ends (runLoop.end) when its report is acknowledged or given up,
+// so Run (and Stop) wait for every report as they wait for the runs.
 //
 // Reports waiting for their acknowledgement are bounded: a handler frees
 // its slot when it returns, so a server that acknowledges reports slower
-// than it hands out runs would otherwise let them pile up (a goroutine and
-// a run's state each). Once maxWaitingReports wait, the claim loops wait
+// than it hands out runs would otherwise let them pile up (a run's state
+// each). Once maxWaitingReports wait, the claim loops wait
 // for room (waitRoom) before they claim again.
 type reporter struct {
 	// Immutable.
@@ -57,31 +56,30 @@ func newReporter(w *Worker, base context.Context) *reporter {
 // pendingReport is one run's report on its way.
 type pendingReport struct {
 	// Immutable.
+	r     *reporter
+	base  context.Context
 	st    *runState
 	rep   rotaclient.Report
 	lease time.Time // retry no later than this: the server gives the run up then
 	size  int       // bytes counted against maxBatchBytes
-
-	// Written by the flush goroutine before it closes done.
-	single bool          // send it with the single-report endpoints
-	done   chan struct{} // closed when the flusher is done with it
 }
 
-// report delivers rep for st and returns when it was acknowledged, refused
-// or given up (logged in each case, as send does).
+// report sends rep for st and returns: the run ends (runLoop.end) once
+// the report is acknowledged, refused or given up (logged in each case,
+// as send does). The run's goroutine does not wait for it: a report costs
+// no goroutine parked on a channel.
 func (r *reporter) report(base context.Context, st *runState, lease time.Time, rep rotaclient.Report) {
 	p := &st.pending // a run reports once
-	*p = pendingReport{st: st, rep: rep, lease: lease, done: make(chan struct{}),
+	*p = pendingReport{r: r, base: base, st: st, rep: rep, lease: lease,
 		size: 128 + len(rep.RunID) + len(rep.Message)}
 	if raw, ok := rep.Result.(json.RawMessage); ok {
 		p.size += len(raw)
 	}
 	r.mu.Lock()
 	r.waiting++
-	defer r.done()
 	if r.single {
 		r.mu.Unlock()
-		st.sendOne(base, lease, rep)
+		p.sendOne()
 		return
 	}
 	r.queue = append(r.queue, p)
@@ -90,10 +88,19 @@ func (r *reporter) report(base context.Context, st *runState, lease time.Time, r
 		r.flushers.Go(r.flush)
 	}
 	r.mu.Unlock()
-	<-p.done
-	if p.single {
-		st.sendOne(base, lease, rep)
-	}
+}
+
+// finished ends the report's run, the report settled.
+func (p *pendingReport) finished() {
+	p.r.done()
+	p.st.loop.end()
+}
+
+// sendOne sends the report with its single-report endpoint, then ends
+// its run.
+func (p *pendingReport) sendOne() {
+	p.st.sendOne(p.base, p.lease, p.rep)
+	p.finished()
 }
 
 // done counts a report as no longer waiting and makes room for claims when
@@ -161,7 +168,7 @@ func (r *reporter) flush() {
 		for _, p := range retry {
 			if time.Now().Add(d).After(p.lease) {
 				p.st.log().Error("rotaworker: report failed; the server will retry the task when its lease lapses", "report", p.rep.Outcome, "err", err)
-				close(p.done)
+				p.finished()
 				continue
 			}
 			keep = append(keep, p)
@@ -253,14 +260,14 @@ func (p *pendingReport) settled(err error) {
 	default:
 		p.st.log().Error("rotaworker: report refused", "report", p.rep.Outcome, "err", err)
 	}
-	close(p.done)
+	p.finished()
 }
 
-// handBack returns the report to its run, to send with the single-report
-// endpoints.
+// handBack sends the report with the single-report endpoints, on a
+// goroutine of its own (as its run's goroutine did before reports were
+// left to the reporter).
 func (p *pendingReport) handBack() {
-	p.single = true
-	close(p.done)
+	go p.sendOne()
 }
 
 // sendOne delivers rep with its single-report endpoint (the protocol before

@@ -404,9 +404,13 @@ func (l *runLoop) loop() {
 	} else {
 		l.startBeats()
 	}
-	l.run(l.done)
+	err, cause, report := l.run(l.done)
 	l.close()
-	l.end()
+	if report {
+		l.st.finishWith(l.base, err, cause) // ends the run once reported
+	} else {
+		l.end()
+	}
 }
 
 // endInline ends a run whose handler returned before anything woke the
@@ -420,16 +424,16 @@ func (l *runLoop) endInline(err error) {
 		// late): the server ends the run itself.
 		cause = context.Cause(l.ctx)
 	}
-	l.st.finishWith(l.base, err, cause)
 	if l.stopTimer != nil {
 		l.stopTimer()
 	}
 	l.cancel(nil)
-	l.end()
+	l.st.finishWith(l.base, err, cause) // ends the run once reported
 }
 
-// end marks the run ended: Progress fails from now on and Run stops
-// waiting for it.
+// end marks the run ended, once its report was acknowledged or given up
+// (or it needs none): Progress fails from now on and Run stops waiting
+// for it.
 func (l *runLoop) end() {
 	if l.loopDone != nil { // the loop ended it
 		close(l.loopDone)
@@ -506,20 +510,22 @@ func (l *runLoop) cancelWith(c error) {
 	l.waitC = l.waitT.C
 }
 
-// run is the select loop: it returns once the run is reported or given up.
-func (l *runLoop) run(done <-chan error) {
+// run is the select loop: it returns once the run is to be reported,
+// with the handler's result (or why it is reported without it) and why it
+// was cancelled; report is false when the run was given up (its lease was
+// lost).
+func (l *runLoop) run(done <-chan error) (err, cause error, report bool) {
 	st := l.st
 	ctxDone, abandon := l.ctx.Done(), st.w.abandon
 	for {
 		select {
 		case err := <-done:
 			l.endBeats() // no heartbeat races the report
-			if !l.lost {
-				st.finishWith(l.base, err, l.cause)
-			} else {
+			if l.lost {
 				st.log().Info("rotaworker: run abandoned: its lease was lost", "err", err)
+				return nil, nil, false
 			}
-			return
+			return err, l.cause, true
 		case <-l.firstC:
 			l.firstC = nil
 			l.startBeats()
@@ -538,10 +544,10 @@ func (l *runLoop) run(done <-chan error) {
 			ctxDone = nil
 			l.cancelWith(context.Cause(l.ctx))
 		case <-l.waitC:
-			if !l.lost {
-				st.finish(l.base, st.lease(), fmt.Errorf("the handler did not return within %s of its cancellation", st.w.cfg.CancelWait), l.cause)
+			if l.lost {
+				return nil, nil, false
 			}
-			return
+			return fmt.Errorf("the handler did not return within %s of its cancellation", st.w.cfg.CancelWait), l.cause, true
 		}
 	}
 }
@@ -572,7 +578,8 @@ func capMessage(s string) string {
 
 // finish reports the outcome of a run whose lease we still hold. err is
 // the handler's result, cause why it was cancelled (nil if it was not). It
-// returns once the report is acknowledged or given up.
+// returns once the report is on its way; the run ends (runLoop.end) once
+// it is acknowledged or given up.
 func (st *runState) finish(base context.Context, lease time.Time, err error, cause error) {
 	id, runID := st.w.cfg.ID, st.claimed.RunID
 	switch {
@@ -591,6 +598,7 @@ func (st *runState) finish(base context.Context, lease time.Time, err error, cau
 		// The server ends the run TIMEOUT at its own deadline (a report now
 		// could reach it just before and record FAILED instead).
 		st.log().Info("rotaworker: run timed out", "err", err)
+		st.loop.end()
 	default:
 		msg := err.Error()
 		noRetry := IsNoRetry(err)

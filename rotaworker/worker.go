@@ -641,9 +641,9 @@ func (w *Worker) startRuns(base context.Context, kh *kindHandler, res rotaclient
 		if i >= n {
 			// More than asked for: hand it back rather than exceed the
 			// concurrency.
-			runs.Go(func() {
-				st.finish(base, st.lease(), errors.New("claimed beyond the worker's concurrency"), ErrWorkerStopping)
-			})
+			st.loop.runs = runs
+			runs.Add(1) // Done when its report is settled (runLoop.end)
+			go st.finish(base, st.lease(), errors.New("claimed beyond the worker's concurrency"), ErrWorkerStopping)
 			continue
 		}
 		// Runs take the free slots in the order the server handed them
