@@ -79,7 +79,7 @@ func (r *reporter) report(base context.Context, st *runState, lease time.Time, r
 	r.waiting++
 	if r.single {
 		r.mu.Unlock()
-		p.sendOne()
+		go p.sendOne() // its run's goroutine goes on to the next run (runQueue)
 		return
 	}
 	r.queue = append(r.queue, p)

@@ -410,6 +410,7 @@ type kindHandler struct {
 	slots chan struct{} // a token per running handler; cap = concurrency
 	hand  *hand         // the runs held: running, prefetched or asked for
 	call  func(ctx context.Context, st *runState) error
+	runq  *runQueue // the goroutines that run its claimed runs; set by Run
 }
 
 // Run claims and runs tasks until the worker is stopped: by Stop or
@@ -466,6 +467,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	for _, k := range kinds {
 		kh := w.handlers[k]
+		kh.runq = &runQueue{max: kh.hand.conc + kh.hand.prefetch, base: base, runs: &runs, stop: w.stopping}
 		loops.Go(func() { w.claimLoop(claimCtx, base, kh, &runs) })
 	}
 	loops.Wait()
@@ -654,7 +656,7 @@ func (w *Worker) startRuns(base context.Context, kh *kindHandler, res rotaclient
 		default:
 		}
 		runs.Add(1) // Done when the run ends (execute)
-		go st.execute(base, runs)
+		kh.runq.start(st)
 	}
 	kh.hand.unreserve(n - min(n, len(res.Runs)))
 }
