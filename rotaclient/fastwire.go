@@ -247,8 +247,10 @@ func reportsBody(workerID string, reports []Report) ([]byte, error) {
 }
 
 // decodeReportsFast decodes a plain answer to a batch of reports, whose
-// results carry no error.
-func decodeReportsFast(raw []byte) ([]rotaapi.ReportResult, bool) {
+// results carry no error. runIDs are the reports' run ids, in order (nil:
+// unknown): a result's run id that is the same is the report's string (no
+// allocation).
+func decodeReportsFast(raw []byte, runIDs func(i int) string) ([]rotaapi.ReportResult, bool) {
 	var out []rotaapi.ReportResult
 	sawResults := false
 	ok := envelopeData(raw, func(r *jsonwire.Reader) bool {
@@ -259,17 +261,22 @@ func decodeReportsFast(raw []byte) ([]rotaapi.ReportResult, bool) {
 			sawResults = true
 			var status, runStatus string
 			return r.Array(func() bool {
+				var runID string
+				if runIDs != nil {
+					runID = runIDs(len(out))
+				}
 				out = append(out, rotaapi.ReportResult{})
-				return decodeReportResultFast(r, &out[len(out)-1], &status, &runStatus)
+				return decodeReportResultFast(r, &out[len(out)-1], runID, &status, &runStatus)
 			})
 		})
 	})
 	return out, ok
 }
 
-// decodeReportResultFast decodes one result without an error.
-// status and runStatus hold the previous result's, whose strings it reuses.
-func decodeReportResultFast(r *jsonwire.Reader, res *rotaapi.ReportResult, status, runStatus *string) bool {
+// decodeReportResultFast decodes one result without an error. runID is
+// the run id expected ("" if unknown), status and runStatus hold the
+// previous result's: their strings are reused.
+func decodeReportResultFast(r *jsonwire.Reader, res *rotaapi.ReportResult, runID string, status, runStatus *string) bool {
 	var seen uint8
 	return r.Object(func(key []byte) bool {
 		var bit uint8
@@ -278,7 +285,7 @@ func decodeReportResultFast(r *jsonwire.Reader, res *rotaapi.ReportResult, statu
 		switch string(key) {
 		case "run_id":
 			bit = 1
-			res.RunID, ok = r.String()
+			res.RunID, ok = r.StringReuse(&runID)
 		case "task_id":
 			bit = 2
 			res.TaskID, ok = r.String()

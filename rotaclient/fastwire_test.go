@@ -119,13 +119,13 @@ func TestReportsFast(t *testing.T) {
 		{RunID: "r2", TaskID: "t2", Status: "WAITING", RunStatus: "FAILED"},
 	}}
 	raw, _ := json.Marshal(rotaapi.Envelope[any]{Message: "ok", Data: resp})
-	fast, ok := decodeReportsFast(raw)
+	fast, ok := decodeReportsFast(raw, nil)
 	if !ok || !reflect.DeepEqual(fast, resp.Results) {
 		t.Errorf("decodeReportsFast = %+v, %v; want %+v", fast, ok, resp.Results)
 	}
 	resp.Results[1].Error = &rotaapi.ReportError{Code: 40901, Message: "lost"}
 	raw, _ = json.Marshal(rotaapi.Envelope[any]{Message: "ok", Data: resp})
-	if _, ok := decodeReportsFast(raw); ok {
+	if _, ok := decodeReportsFast(raw, nil); ok {
 		t.Error("decodeReportsFast took a result with an error")
 	}
 }

@@ -256,7 +256,13 @@ func (c *Client) Reports(ctx context.Context, workerID string, reports []Report)
 		return nil, err
 	}
 	var out rotaapi.ReportsResponse
-	if results, ok := decodeReportsFast(raw); ok && status < 300 {
+	runIDs := func(i int) string {
+		if i < len(reports) {
+			return reports[i].RunID
+		}
+		return ""
+	}
+	if results, ok := decodeReportsFast(raw, runIDs); ok && status < 300 {
 		out.Results = results
 	} else if err := decodeResponse(http.MethodPost, path, status, raw, &out); err != nil {
 		return nil, err

@@ -283,7 +283,7 @@ func (st *runState) execute(base context.Context, runs *sync.WaitGroup) {
 		l.endInline(err)
 		return
 	}
-	l.wakeMu.Lock() // claimLoop set done under it, after the state moved
+	l.wakeMu.Lock() // takeLoop set done under it, after the state moved
 	done := l.done
 	l.wakeMu.Unlock()
 	done <- err // buffered: the loop may have ended the run already (CancelWait)
@@ -315,7 +315,7 @@ type runLoop struct {
 	state  atomic.Int32 // runInline, runLooping or runEnded
 	wakeMu sync.Mutex   // serializes wake
 	wakeT  *time.Timer  // wakes the loop when the first beat is due
-	// Made by claimLoop when it starts the loop (under wakeMu).
+	// Made by takeLoop when it starts the loop (under wakeMu).
 	done     chan error       // the handler's result, to the loop
 	beatReq  chan beatRequest // Progress asks the loop for a heartbeat
 	loopDone chan struct{}    // closed when the loop ended the run
@@ -343,7 +343,7 @@ func (l *runLoop) init(st *runState, base context.Context, runs *sync.WaitGroup)
 	// The first beat is due no later than the timeout (a whole number of
 	// seconds, at least one): this timer wakes the loop in time for both.
 	l.firstDue = st.start.Add(min(st.interval(), firstBeat))
-	l.wakeMu.Lock() // the timer may fire at once: its loop reads wakeT after claimLoop
+	l.wakeMu.Lock() // the timer may fire at once: its loop reads wakeT after takeLoop
 	l.wakeT = time.AfterFunc(time.Until(l.firstDue), l.wakeOnTimer)
 	l.wakeMu.Unlock()
 	st.w.listInline(l) // woken by abandonAll
@@ -353,7 +353,7 @@ func (l *runLoop) init(st *runState, base context.Context, runs *sync.WaitGroup)
 // already or the run ended.
 func (l *runLoop) wake() {
 	l.wakeMu.Lock()
-	started := l.claimLoop()
+	started := l.takeLoop()
 	l.wakeMu.Unlock()
 	if started {
 		go l.loop()
@@ -363,7 +363,7 @@ func (l *runLoop) wake() {
 // wakeOnTimer is wake on the timer's goroutine: the first beat is due.
 func (l *runLoop) wakeOnTimer() {
 	l.wakeMu.Lock()
-	started := l.claimLoop()
+	started := l.takeLoop()
 	l.wakeMu.Unlock()
 	if started {
 		l.loop()
@@ -374,7 +374,7 @@ func (l *runLoop) wakeOnTimer() {
 // false when the run ended without one.
 func (l *runLoop) wakeForProgress() (req chan beatRequest, loopDone chan struct{}, ok bool) {
 	l.wakeMu.Lock()
-	started := l.claimLoop()
+	started := l.takeLoop()
 	req, loopDone = l.beatReq, l.loopDone
 	l.wakeMu.Unlock()
 	if started {
@@ -383,10 +383,10 @@ func (l *runLoop) wakeForProgress() (req chan beatRequest, loopDone chan struct{
 	return req, loopDone, req != nil
 }
 
-// claimLoop moves the run from inline to looping and makes the loop's
+// takeLoop moves the run from inline to looping and makes the loop's
 // channels; false if it was not inline. l.wakeMu is held: execute's
 // goroutine, failing to end the run inline, reads done under it.
-func (l *runLoop) claimLoop() bool {
+func (l *runLoop) takeLoop() bool {
 	if !l.state.CompareAndSwap(runInline, runLooping) {
 		return false
 	}
