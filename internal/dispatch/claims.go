@@ -42,10 +42,11 @@ func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaim
 		w = d.waiters.register(r)
 		defer d.waiters.unregister(w)
 	}
+	woken := false // the look follows a wake-up: work is likely
 	for {
 		res, err := d.cfg.Store.TaskClaim(ctx, store.TaskClaimParams{
 			WorkerID: r.WorkerID, WorkerAddress: r.Address, Kinds: r.Kinds, Max: r.Max,
-			Wait: wait, Now: c.Now(), NewRunID: d.newRunID, PinnedOnly: r.PinnedOnly,
+			Wait: wait, Now: c.Now(), NewRunID: d.newRunID, PinnedOnly: r.PinnedOnly, Woken: woken,
 		})
 		if err != nil || len(res.Runs) > 0 || res.Drain || wait <= 0 {
 			return d.claimed(ctx, r.WorkerID, res, err, false)
@@ -59,7 +60,8 @@ func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaim
 			// Work waits for a rate token: look again when one is due.
 			sleep = min(sleep, max(res.RateLimitedUntil.Sub(c.Now()), time.Millisecond))
 		}
-		runs, gone := d.sleep(ctx, w, sleep)
+		runs, woke, gone := d.sleep(ctx, w, sleep)
+		woken = woke
 		if len(runs) > 0 {
 			// Handed by a submit (handoff.go): the run started with the
 			// task's insert.
@@ -72,16 +74,18 @@ func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaim
 }
 
 // sleep parks the claim w for up to d, until a wake-up, or until a submit
-// hands it runs (which it returns). gone: ctx ended or the dispatcher is
+// hands it runs (which it returns). woken: a wake-up or a refused hand-off
+// ended it (work is likely); gone: ctx ended or the dispatcher is
 // stopping. A submit that took w while it slept is waited for, so that the
 // runs it hands are never dropped.
-func (d *Dispatcher) sleep(ctx context.Context, w *waiter, dur time.Duration) (runs []rota.ClaimedRun, gone bool) {
+func (d *Dispatcher) sleep(ctx context.Context, w *waiter, dur time.Duration) (runs []rota.ClaimedRun, woken, gone bool) {
 	t := d.cfg.Clock.NewTimer(dur)
 	defer t.Stop()
 	d.waiters.park(w)
 	got := false
 	select {
 	case <-w.wake:
+		woken = true
 	case runs = <-w.handed:
 		got = true
 	case <-t.C():
@@ -92,8 +96,10 @@ func (d *Dispatcher) sleep(ctx context.Context, w *waiter, dur time.Duration) (r
 	}
 	if d.waiters.unpark(w) && !got {
 		runs = <-w.handed
+		got = true
 	}
-	return runs, gone
+	// A hand-off the store refused left its task claimable.
+	return runs, woken || got, gone
 }
 
 // claimed is the answer to a claim that got res: it announces the runs,

@@ -366,6 +366,11 @@ type TaskClaimParams struct {
 	// claim; RateLimitedUntil is only set when a pinned task waits. Rota's
 	// HTTP executor (rota.HTTPWorkerID) claims so.
 	PinnedOnly bool
+	// Woken says the claim follows a wake-up (a submit, a report that
+	// freed a place): work is likely, so a store may skip what only pays
+	// off when nothing is claimable (pgstore: the probes that keep an
+	// empty claim from locking). A hint: the result is the same.
+	Woken bool
 }
 
 // TaskClaimResult is what a claim got.

@@ -88,6 +88,9 @@ const seenGrain = 1000 // ms
 // beyond seenGrain; a worker asked to stop is always written, so the flag
 // read is the latest (RETURNING), else the statement's snapshot's.
 //
+// A claim that follows a wake-up (p.Woken) is likely to find work and
+// skips the probes below: its upsert and lock run as they always did.
+//
 // A claim that finds nothing must not lock: a row lock gives the
 // transaction an id, and its COMMIT then waits for a WAL flush, to learn
 // that there is no work (long-poll claims find nothing often: the claim a
@@ -101,14 +104,14 @@ const seenGrain = 1000 // ms
 // is left to the next claim, which the task's wake-up sends.
 func queueSeeWorker(t *txn, p store.TaskClaimParams, now int64, stop, locked *bool) {
 	t.queue(`WITH g AS (
-			SELECT NOT EXISTS (
+			SELECT $6::bool OR NOT EXISTS (
 				SELECT 1 FROM workers w WHERE w.id = $1 AND NOT (`+workerWriteSQL+`)
 			) OR EXISTS (SELECT 1 FROM unnest($3::text[]) AS k(name) CROSS JOIN LATERAL (`+claimableSQL(p.PinnedOnly, "k.name", "$1", "$4")+`) AS c) AS go
 		), up AS (
 			`+upsertWorkerSQL+`
 		)
 		SELECT COALESCE((SELECT stop_requested FROM up), (SELECT stop_requested FROM workers WHERE id = $1), false), (SELECT go FROM g)`,
-		p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds()).
+		p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds(), p.Woken).
 		QueryRow(func(row pgx.Row) error { return row.Scan(stop, locked) })
 }
 
@@ -120,7 +123,7 @@ func queueSeeWorker(t *txn, p store.TaskClaimParams, now int64, stop, locked *bo
 // were two, each with its probes of tasks_ready.
 func queueSeeWorkerAndLock(t *txn, p store.TaskClaimParams, now int64, stop, locked *bool, k *kindLock) {
 	t.queue(`WITH g AS (
-			SELECT NOT EXISTS (
+			SELECT $7::bool OR NOT EXISTS (
 				SELECT 1 FROM workers w WHERE w.id = $1 AND NOT (`+workerWriteSQL+`)
 			) OR EXISTS (`+claimableSQL(p.PinnedOnly, "$6", "$1", "$4::bigint")+`) AS go
 		), up AS (
@@ -131,7 +134,7 @@ func queueSeeWorkerAndLock(t *txn, p store.TaskClaimParams, now int64, stop, loc
 		SELECT COALESCE((SELECT stop_requested FROM up), (SELECT stop_requested FROM workers WHERE id = $1), false), (SELECT go FROM g),
 			k.priority_factor IS NOT NULL, COALESCE(k.priority_factor, 0), COALESCE(k.rate, 0), COALESCE(k.rate_tokens, 0), COALESCE(k.rate_at, 0)
 		FROM (SELECT 1) AS one LEFT JOIN k ON true`,
-		p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds(), p.Kinds[0]).
+		p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds(), p.Kinds[0], p.Woken).
 		QueryRow(func(row pgx.Row) error {
 			return row.Scan(stop, locked, &k.locked, &k.factor, &k.rate, &k.tokens, &k.rateAt)
 		})
@@ -143,12 +146,12 @@ var upsertWorkerSQL = `INSERT INTO workers (id, address, kinds, first_seen, last
 			SELECT $1, $2, $3, $4, $4, $5 FROM g WHERE g.go
 			ON CONFLICT (id) DO UPDATE SET address = excluded.address,
 				kinds = CASE WHEN workers.kinds = excluded.kinds THEN workers.kinds
-					WHEN (SELECT count(DISTINCT k) FROM unnest(workers.kinds || excluded.kinds) AS k) > `+strconv.Itoa(store.MaxWorkerKinds)+`
+					WHEN (SELECT count(DISTINCT k) FROM unnest(workers.kinds || excluded.kinds) AS k) > ` + strconv.Itoa(store.MaxWorkerKinds) + `
 					THEN excluded.kinds ELSE
 					ARRAY(SELECT DISTINCT k COLLATE "C" FROM unnest(workers.kinds || excluded.kinds) AS k ORDER BY 1) END,
 				last_seen = excluded.last_seen, last_wait_ms = excluded.last_wait_ms, deregistered = false
-			WHERE `+strings.NewReplacer("w.", "workers.", "$1", "excluded.id", "$2", "excluded.address", "$3::text[]", "excluded.kinds",
-		"$4::bigint", "excluded.last_seen", "$5::bigint", "excluded.last_wait_ms").Replace(workerWriteSQL)+`
+			WHERE ` + strings.NewReplacer("w.", "workers.", "$1", "excluded.id", "$2", "excluded.address", "$3::text[]", "excluded.kinds",
+	"$4::bigint", "excluded.last_seen", "$5::bigint", "excluded.last_wait_ms").Replace(workerWriteSQL) + `
 			RETURNING stop_requested`
 
 // workerWriteSQL is true of a worker row w that a claim by worker $1 at
@@ -229,7 +232,7 @@ var (
 
 func claimableLock(pinnedOnly bool) string {
 	return `SELECT priority_factor, rate, rate_tokens, rate_at FROM kinds WHERE name = $1
-		AND EXISTS (` + claimableSQL(pinnedOnly, "$1", "$3::text", "$2::bigint") + `) FOR UPDATE`
+		AND ($4::bool OR EXISTS (` + claimableSQL(pinnedOnly, "$1", "$3::text", "$2::bigint") + `)) FOR UPDATE`
 }
 
 // lockAndPick takes kind's row lock (see claimKind) and picks up to max of
@@ -251,7 +254,7 @@ func lockAndPick(ctx context.Context, t *txn, p store.TaskClaimParams, kind stri
 		lock += ` SKIP LOCKED`
 	}
 	var k kindLock
-	t.queue(lock, kind, now, p.WorkerID).QueryRow(func(row pgx.Row) error {
+	t.queue(lock, kind, now, p.WorkerID, p.Woken).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&k.factor, &k.rate, &k.tokens, &k.rateAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // unknown kind, or busy

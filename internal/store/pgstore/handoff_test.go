@@ -212,6 +212,7 @@ func TestEmptyClaimTakesNoLock(t *testing.T) {
 	now := f.At(time.Second)
 	f.InsertNew("k", now)
 	f.Succeed("w", f.ClaimOne("w", now, "k").RunID, now) // the worker's and the kind's rows exist
+	f.ClaimNone("w", now, "k", "k2")                     // the worker's row names both kinds
 
 	ctx := t.Context()
 	conn, err := pgx.Connect(ctx, testURL())
@@ -231,14 +232,24 @@ func TestEmptyClaimTakesNoLock(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+s+`.kinds WHERE name = 'k' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	claim := func() (store.TaskClaimResult, error) {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	claimAs := func(woken bool, kinds ...string) (store.TaskClaimResult, error) {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		return st.TaskClaim(cctx, store.TaskClaimParams{WorkerID: "w", WorkerAddress: storetest.Addr("w"), Kinds: []string{"k"}, Max: 1,
-			Now: now.Add(100 * time.Millisecond), NewRunID: f.NewRunID})
+		return st.TaskClaim(cctx, store.TaskClaimParams{WorkerID: "w", WorkerAddress: storetest.Addr("w"), Kinds: kinds, Max: 1,
+			Now: now.Add(100 * time.Millisecond), NewRunID: f.NewRunID, Woken: woken})
 	}
+	claim := func() (store.TaskClaimResult, error) { return claimAs(false, "k") }
 	if res, err := claim(); err != nil || len(res.Runs) != 0 {
 		t.Fatalf("empty claim with the rows locked elsewhere = %+v, %v; want nothing at once", res, err)
+	}
+	// Of several kinds (their locks are separate statements), likewise.
+	if res, err := claimAs(false, "k", "k2"); err != nil || len(res.Runs) != 0 {
+		t.Fatalf("empty claim of two kinds with the rows locked elsewhere = %+v, %v; want nothing at once", res, err)
+	}
+	// After a wake-up the claim skips the probes and locks as it always
+	// did: it waits.
+	if res, err := claimAs(true, "k"); err == nil {
+		t.Fatalf("woken empty claim with the rows locked elsewhere = %+v; want it to wait for the locks (and time out)", res)
 	}
 	f.InsertNew("k", now)
 	if res, err := claim(); err == nil {
