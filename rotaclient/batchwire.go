@@ -94,22 +94,28 @@ func appendStrings(b []byte, key string, ss []string) []byte {
 
 // decodeBatchFast decodes a plain answer to a batch submit.
 func decodeBatchFast(raw []byte) ([]SubmitResult, bool) {
-	var out []SubmitResult
-	sawResults := false
-	ok := envelopeData(raw, func(r *jsonwire.Reader) bool {
+	out := make([]SubmitResult, 0, 128)
+	ok, saw := decodeResultsFast(raw, func(r *jsonwire.Reader) bool {
+		out = append(out, SubmitResult{})
+		return decodeSubmitResultFast(r, &out[len(out)-1])
+	})
+	return out, ok && saw
+}
+
+// decodeResultsFast decodes a plain answer whose data is {"results":
+// [...]}, calling item for each element. ok: the answer was plain and
+// item accepted every element; saw: it had its results.
+func decodeResultsFast(raw []byte, item func(r *jsonwire.Reader) bool) (ok, saw bool) {
+	ok = envelopeData(raw, func(r *jsonwire.Reader) bool {
 		return r.Object(func(key []byte) bool {
-			if string(key) != "results" || sawResults || r.Peek() != '[' {
+			if string(key) != "results" || saw || r.Peek() != '[' {
 				return false
 			}
-			sawResults = true
-			out = make([]SubmitResult, 0, 128)
-			return r.Array(func() bool {
-				out = append(out, SubmitResult{})
-				return decodeSubmitResultFast(r, &out[len(out)-1])
-			})
+			saw = true
+			return r.Array(func() bool { return item(r) })
 		})
 	})
-	return out, ok && sawResults
+	return ok, saw
 }
 
 // decodeSubmitResultFast decodes one result of a batch submit.

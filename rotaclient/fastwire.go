@@ -252,23 +252,14 @@ func reportsBody(workerID string, reports []Report) ([]byte, error) {
 // allocation).
 func decodeReportsFast(raw []byte, runIDs func(i int) string) ([]rotaapi.ReportResult, bool) {
 	var out []rotaapi.ReportResult
-	sawResults := false
-	ok := envelopeData(raw, func(r *jsonwire.Reader) bool {
-		return r.Object(func(key []byte) bool {
-			if string(key) != "results" || sawResults || r.Peek() != '[' {
-				return false
-			}
-			sawResults = true
-			var status, runStatus string
-			return r.Array(func() bool {
-				var runID string
-				if runIDs != nil {
-					runID = runIDs(len(out))
-				}
-				out = append(out, rotaapi.ReportResult{})
-				return decodeReportResultFast(r, &out[len(out)-1], runID, &status, &runStatus)
-			})
-		})
+	var status, runStatus string
+	ok, _ := decodeResultsFast(raw, func(r *jsonwire.Reader) bool {
+		var runID string
+		if runIDs != nil {
+			runID = runIDs(len(out))
+		}
+		out = append(out, rotaapi.ReportResult{})
+		return decodeReportResultFast(r, &out[len(out)-1], runID, &status, &runStatus)
 	})
 	return out, ok
 }

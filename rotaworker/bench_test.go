@@ -55,13 +55,21 @@ func benchRunNoop(b *testing.B, conc int) {
 		}
 		return nil
 	})
+	runTimed(b, ctx, w, finished, &done, n)
+}
+
+// runTimed runs w with the timer on until until is closed, then stops it
+// (Stop waits for the last reports: they are part of a task's cost),
+// reports the process's CPU time per op, and checks that the handler ran
+// n times (*done).
+func runTimed(b *testing.B, ctx context.Context, w *rotaworker.Worker, until <-chan struct{}, done *atomic.Int64, n int64) {
+	b.Helper()
 	cpu0 := cpuTime()
 	b.ReportAllocs()
 	b.ResetTimer()
 	ran := make(chan error, 1)
 	go func() { ran <- w.Run(ctx) }()
-	<-finished
-	// Stop waits for the last reports: they are part of a task's cost.
+	<-until
 	if err := w.Stop(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -124,23 +132,7 @@ func benchRunNoopFake(b *testing.B, conc int) {
 		done.Add(1)
 		return nil
 	})
-	cpu0 := cpuTime()
-	b.ReportAllocs()
-	b.ResetTimer()
-	ran := make(chan error, 1)
-	go func() { ran <- w.Run(ctx) }()
-	<-f.allReported(n)
-	if err := w.Stop(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if err := <-ran; err != nil {
-		b.Fatal(err)
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
-	if got := done.Load(); got != n {
-		b.Fatalf("%d handler calls for %d tasks", got, n)
-	}
+	runTimed(b, ctx, w, f.allReported(n), &done, n)
 }
 
 // cannedServer hands out left runs of kind noop in answer to claims (an
