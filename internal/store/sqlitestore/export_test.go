@@ -177,3 +177,17 @@ func (s *Store) ListPlansForTest(ctx context.Context, p store.TaskListParams) ([
 	}
 	return out, nil
 }
+
+// PinnedWaitingPlanForTest returns SQLite's plan (EXPLAIN QUERY PLAN
+// details) of TaskPinnedWaiting's query.
+func (s *Store) PinnedWaitingPlanForTest(ctx context.Context) ([]string, error) {
+	rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+pinnedWaitingQuery, 0, 1)
+	if err != nil {
+		return nil, err
+	}
+	return collectRows(rows, "plan", func(sc scanner) (*string, error) {
+		var id, parent, unused int
+		var detail string
+		return &detail, sc.Scan(&id, &parent, &unused, &detail)
+	})
+}

@@ -18,8 +18,9 @@ func TestMigrateKeyHeld(t *testing.T) {
 	path := newDatabase(t)
 	// Back to the schema before the migration, with the tasks it allowed
 	// (and without the later migrations, 0008_schedule_ext, 0009_events
-	// 0010_deps, 0011_lean, 0012_push and 0013_status_index).
-	err := sqlitestore.ExecForTest(ctx, path, undoStatusIndex+undoPush+sqlitestore.UndoLeanForTest()+`
+	// 0010_deps, 0011_lean, 0012_push, 0013_status_index and
+	// 0014_pinned_waiting).
+	err := sqlitestore.ExecForTest(ctx, path, undoPinnedWaiting+undoStatusIndex+undoPush+sqlitestore.UndoLeanForTest()+`
 		DROP TRIGGER tasks_deps_succeeded;
 		DROP TRIGGER tasks_deps_failed;
 		DROP TRIGGER tasks_deps_deleted;
@@ -43,7 +44,7 @@ func TestMigrateKeyHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-7); err != nil {
+	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-8); err != nil {
 		t.Fatal(err)
 	}
 	st, err := sqlitestore.New(ctx, sqlitestore.Config{Path: path})
@@ -53,6 +54,12 @@ func TestMigrateKeyHeld(t *testing.T) {
 	defer st.Close()
 	storetest.WantKeysHeldAfterMigration(t, st)
 }
+
+// undoPinnedWaiting takes a database back to the schema before
+// 0014_pinned_waiting.
+const undoPinnedWaiting = `
+	DROP INDEX tasks_pinned_waiting;
+`
 
 // undoStatusIndex takes a database back to the schema before
 // 0013_status_index.

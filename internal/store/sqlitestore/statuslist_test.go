@@ -146,7 +146,7 @@ func TestMigrateStatusIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := newDatabase(t)
-	err := sqlitestore.ExecForTest(ctx, path, undoStatusIndex+`
+	err := sqlitestore.ExecForTest(ctx, path, undoPinnedWaiting+undoStatusIndex+`
 		INSERT INTO kinds (name) VALUES ('a'), ('b');
 		INSERT INTO tasks (id, kind, level, payload, status, done, avail, max_retries, workers, timeout_s, hb_timeout_s,
 			created_at, run_at, end_time, updated_at) VALUES
@@ -156,7 +156,7 @@ func TestMigrateStatusIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-1); err != nil {
+	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-2); err != nil {
 		t.Fatal(err)
 	}
 	st, err := sqlitestore.New(ctx, sqlitestore.Config{Path: path})

@@ -39,11 +39,17 @@ func (s *Store) WorkerRunsActive(ctx context.Context, workerIDs []string) (map[s
 	return out, nil
 }
 
+// pinnedWaitingQuery groups the pinned tasks claimable at ?1 by kind and
+// worker ids (at most ?2 groups). tasks_pinned_waiting (0014) holds just
+// the available pinned tasks, in group order: the read is proportional
+// to them, not to the table.
+const pinnedWaitingQuery = `SELECT kind, worker_ids, MIN(run_at) FROM tasks INDEXED BY tasks_pinned_waiting
+		WHERE avail = 1 AND status = 'SCHEDULED' AND pinned = 1 AND run_at <= ?
+		GROUP BY kind, worker_ids ORDER BY kind LIMIT ?`
+
 // TaskPinnedWaiting implements store.Store.
 func (s *Store) TaskPinnedWaiting(ctx context.Context, now time.Time) ([]store.PinnedWaiting, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT kind, worker_ids, MIN(run_at) FROM tasks
-		WHERE avail = 1 AND status = 'SCHEDULED' AND pinned = 1 AND run_at <= ?
-		GROUP BY kind, worker_ids ORDER BY kind LIMIT ?`, ms(now), store.MaxPinnedGroups)
+	rows, err := s.r.QueryContext(ctx, pinnedWaitingQuery, ms(now), store.MaxPinnedGroups)
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("sqlitestore: pinned waiting: %w", err))
 	}
