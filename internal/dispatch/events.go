@@ -14,6 +14,11 @@ func (d *Dispatcher) emit(ev rota.Event) {
 	}
 }
 
+// emitSubmitted emits the event of t's submit (its state as submitted).
+func (d *Dispatcher) emitSubmitted(t *rota.Task, now time.Time) {
+	d.emit(rota.Event{Type: rota.EventTask, Kind: t.Kind, TaskID: t.ID, Status: t.Status, Time: now, RunAt: t.RunAt})
+}
+
 // emitTask emits t's state; a finished task's event carries its result.
 func (d *Dispatcher) emitTask(t *rota.Task, now time.Time) {
 	ev := rota.Event{Type: rota.EventTask, Kind: t.Kind, TaskID: t.ID, Status: t.Status, Attempt: t.Attempt,

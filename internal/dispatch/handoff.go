@@ -43,7 +43,7 @@ func (d *Dispatcher) submitStarted(ctx context.Context, p store.TaskInsertParams
 		return nil, true, err
 	}
 	t := res.Task
-	d.emit(rota.Event{Type: rota.EventTask, Kind: t.Kind, TaskID: t.ID, Status: t.Status, Time: now, RunAt: t.RunAt})
+	d.emitSubmitted(t, now)
 	if run != nil {
 		runs = []rota.ClaimedRun{*run}
 	} else {

@@ -34,7 +34,7 @@ func (d *Dispatcher) Submit(ctx context.Context, ps []store.TaskInsertParams) ([
 			continue
 		}
 		t := r.Task
-		d.emit(rota.Event{Type: rota.EventTask, Kind: t.Kind, TaskID: t.ID, Status: t.Status, Time: now, RunAt: t.RunAt})
+		d.emitSubmitted(t, now)
 		switch {
 		case t.RunAt.After(now):
 			d.due.Note(t.Kind, t.RunAt)

@@ -103,15 +103,7 @@ const seenGrain = 1000 // ms
 // (claimKind): a task that became claimable after the upsert's snapshot
 // is left to the next claim, which the task's wake-up sends.
 func queueSeeWorker(t *txn, p store.TaskClaimParams, now int64, stop, locked *bool) {
-	t.queue(`WITH g AS (
-			SELECT $6::bool OR NOT EXISTS (
-				SELECT 1 FROM workers w WHERE w.id = $1 AND NOT (`+workerWriteSQL+`)
-			) OR EXISTS (SELECT 1 FROM unnest($3::text[]) AS k(name) CROSS JOIN LATERAL (`+claimableSQL(p.PinnedOnly, "k.name", "$1", "$4")+`) AS c) AS go
-		), up AS (
-			`+upsertWorkerSQL+`
-		)
-		SELECT COALESCE((SELECT stop_requested FROM up), (SELECT stop_requested FROM workers WHERE id = $1), false), (SELECT go FROM g)`,
-		p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds(), p.Woken).
+	t.queue(seeWorkerSQL[pinnedIndex(p.PinnedOnly)], p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds(), p.Woken).
 		QueryRow(func(row pgx.Row) error { return row.Scan(stop, locked) })
 }
 
@@ -122,22 +114,52 @@ func queueSeeWorker(t *txn, p store.TaskClaimParams, now int64, stop, locked *bo
 // was not locked, or the kind is unknown). One statement, where the two
 // were two, each with its probes of tasks_ready.
 func queueSeeWorkerAndLock(t *txn, p store.TaskClaimParams, now int64, stop, locked *bool, k *kindLock) {
-	t.queue(`WITH g AS (
-			SELECT $7::bool OR NOT EXISTS (
-				SELECT 1 FROM workers w WHERE w.id = $1 AND NOT (`+workerWriteSQL+`)
-			) OR EXISTS (`+claimableSQL(p.PinnedOnly, "$6", "$1", "$4::bigint")+`) AS go
-		), up AS (
-			`+upsertWorkerSQL+`
-		), k AS (
-			SELECT priority_factor, rate, rate_tokens, rate_at FROM kinds WHERE name = $6 AND (SELECT go FROM g) FOR UPDATE
-		)
-		SELECT COALESCE((SELECT stop_requested FROM up), (SELECT stop_requested FROM workers WHERE id = $1), false), (SELECT go FROM g),
-			k.priority_factor IS NOT NULL, COALESCE(k.priority_factor, 0), COALESCE(k.rate, 0), COALESCE(k.rate_tokens, 0), COALESCE(k.rate_at, 0)
-		FROM (SELECT 1) AS one LEFT JOIN k ON true`,
-		p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds(), p.Kinds[0], p.Woken).
+	t.queue(seeWorkerAndLockSQL[pinnedIndex(p.PinnedOnly)], p.WorkerID, p.WorkerAddress, idList(p.Kinds), now, p.Wait.Milliseconds(),
+		p.Woken, p.Kinds[0]).
 		QueryRow(func(row pgx.Row) error {
 			return row.Scan(stop, locked, &k.locked, &k.factor, &k.rate, &k.tokens, &k.rateAt)
 		})
+}
+
+// The statements of queueSeeWorker and queueSeeWorkerAndLock, built once,
+// for a claim of any task ([0]) and a PinnedOnly one ([1]): worker $1 at
+// address $2 claiming kinds $3 at $4 with long-poll wait $5, woken $6
+// (and the one kind $7). seeWorkerCTEs decides (g.go) and upserts (up);
+// seenSQL reads the stop flag and g.go.
+var (
+	seeWorkerSQL = [2]string{
+		seeWorkerCTEs(false) + ` SELECT ` + seenSQL,
+		seeWorkerCTEs(true) + ` SELECT ` + seenSQL,
+	}
+	seeWorkerAndLockSQL = [2]string{seeWorkerAndLock(false), seeWorkerAndLock(true)}
+)
+
+const seenSQL = `COALESCE((SELECT stop_requested FROM up), (SELECT stop_requested FROM workers WHERE id = $1), false), (SELECT go FROM g)`
+
+func pinnedIndex(pinnedOnly bool) int {
+	if pinnedOnly {
+		return 1
+	}
+	return 0
+}
+
+func seeWorkerCTEs(pinnedOnly bool) string {
+	return `WITH g AS (
+			SELECT $6::bool OR NOT EXISTS (
+				SELECT 1 FROM workers w WHERE w.id = $1 AND NOT (` + workerWriteSQL + `)
+			) OR EXISTS (SELECT 1 FROM unnest($3::text[]) AS k(name) CROSS JOIN LATERAL (` + claimableSQL(pinnedOnly, "k.name", "$1", "$4") + `) AS c) AS go
+		), up AS (
+			` + upsertWorkerSQL + `
+		)`
+}
+
+func seeWorkerAndLock(pinnedOnly bool) string {
+	return seeWorkerCTEs(pinnedOnly) + `, k AS (
+			SELECT priority_factor, rate, rate_tokens, rate_at FROM kinds WHERE name = $7 AND (SELECT go FROM g) FOR UPDATE
+		)
+		SELECT ` + seenSQL + `,
+			k.priority_factor IS NOT NULL, COALESCE(k.priority_factor, 0), COALESCE(k.rate, 0), COALESCE(k.rate_tokens, 0), COALESCE(k.rate_at, 0)
+		FROM (SELECT 1) AS one LEFT JOIN k ON true`
 }
 
 // upsertWorkerSQL is the worker's upsert of queueSeeWorker (parameters
