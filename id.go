@@ -21,8 +21,36 @@ type IDGenerator struct {
 
 // New returns an id for an object created at now.
 func (g *IDGenerator) New(now time.Time) string {
+	var out [32]byte
+	g.mu.Lock()
+	g.next(uint64(now.UnixMilli()), out[:])
+	g.mu.Unlock()
+	return string(out[:])
+}
+
+// NewN returns n ids for objects created at now, as New would return them
+// one after the other, at the cost of one allocation for all of them.
+func (g *IDGenerator) NewN(now time.Time, n int) []string {
+	if n <= 0 {
+		return nil
+	}
+	buf := make([]byte, 32*n)
 	ms := uint64(now.UnixMilli())
 	g.mu.Lock()
+	for i := range n {
+		g.next(ms, buf[32*i:])
+	}
+	g.mu.Unlock()
+	all := string(buf)
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = all[32*i : 32*i+32]
+	}
+	return ids
+}
+
+// next writes the next id at ms into out[:32]; g.mu is held.
+func (g *IDGenerator) next(ms uint64, out []byte) {
 	if ms <= g.lastMS {
 		ms = g.lastMS
 		g.lo++
@@ -36,12 +64,11 @@ func (g *IDGenerator) New(now time.Time) string {
 		g.lo = binary.BigEndian.Uint64(b[2:])
 		g.lastMS = ms
 	}
-	var out [16]byte
-	out[0], out[1], out[2], out[3], out[4], out[5] = byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms)
-	binary.BigEndian.PutUint16(out[6:8], g.hi)
-	binary.BigEndian.PutUint64(out[8:], g.lo)
-	g.mu.Unlock()
-	return hex.EncodeToString(out[:])
+	var raw [16]byte
+	raw[0], raw[1], raw[2], raw[3], raw[4], raw[5] = byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms)
+	binary.BigEndian.PutUint16(raw[6:8], g.hi)
+	binary.BigEndian.PutUint64(raw[8:], g.lo)
+	hex.Encode(out[:32], raw[:])
 }
 
 // IDPattern is the form of a Rota id.

@@ -59,3 +59,45 @@ func FuzzValidKind(f *testing.F) {
 		}
 	})
 }
+
+// TestNewNContinuesNew checks that NewN makes the ids New would have made
+// one after the other: valid, strictly increasing across New and NewN
+// calls, within one millisecond and across them.
+func TestNewNContinuesNew(t *testing.T) {
+	t.Parallel()
+	var g rota.IDGenerator
+	now := time.Date(2026, 11, 28, 23, 0, 0, 0, time.UTC)
+	var ids []string
+	for i := range 20 {
+		at := now.Add(time.Duration(i/4) * time.Millisecond)
+		if i%2 == 0 {
+			ids = append(ids, g.New(at))
+		} else {
+			batch := g.NewN(at, i)
+			if len(batch) != i {
+				t.Fatalf("NewN(%d) made %d ids", i, len(batch))
+			}
+			ids = append(ids, batch...)
+		}
+	}
+	for i, id := range ids {
+		if !rota.ValidID(id) {
+			t.Fatalf("id %d %q is not valid", i, id)
+		}
+		if i > 0 && id <= ids[i-1] {
+			t.Fatalf("id %d %q does not sort after %q", i, id, ids[i-1])
+		}
+	}
+	if got := g.NewN(now, 0); got != nil {
+		t.Fatalf("NewN(0) = %v", got)
+	}
+}
+
+func BenchmarkNewN256(b *testing.B) {
+	var g rota.IDGenerator
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = g.NewN(now, 256)
+	}
+}

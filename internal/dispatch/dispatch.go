@@ -309,6 +309,8 @@ func (d *Dispatcher) remote(n store.Notification) {
 
 func (d *Dispatcher) newRunID() string { return d.cfg.IDs.New(d.cfg.Clock.Now()) }
 
+func (d *Dispatcher) newRunIDs(n int) []string { return d.cfg.IDs.NewN(d.cfg.Clock.Now(), n) }
+
 // NewID returns a new task id.
 func (d *Dispatcher) NewID() string { return d.cfg.IDs.New(d.cfg.Clock.Now()) }
 

@@ -359,6 +359,10 @@ type TaskClaimParams struct {
 	Wait          time.Duration // long-poll wait of this claim (for liveness)
 	Now           time.Time
 	NewRunID      func() string // makes the ids of new runs
+	// NewRunIDs, when set, makes n ids of new runs at once, as n calls of
+	// NewRunID would (a store that makes them before it knows how many it
+	// hands out uses it: pgstore makes Max).
+	NewRunIDs func(n int) []string
 	// PinnedOnly restricts the claim to tasks pinned to WorkerID (whose
 	// WorkerIDs contains it): unpinned tasks of the kinds are left to other
 	// workers, even when nothing else is claimable. The order among the

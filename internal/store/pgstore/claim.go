@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -15,21 +16,20 @@ import (
 
 // TaskClaim implements store.Store. The dispatch rules are documented on
 // store.TaskClaimParams; the locking on the package doc. A claim of one
-// kind costs two round trips: BEGIN, the worker's record, the kind's lock
-// and the pick (candidatesSQL) in one, the runs and COMMIT in the other.
+// kind (claimOne) is one round trip: BEGIN, the worker's record with the
+// kind's lock, the pick with the start of the runs (claimOneSQL), COMMIT.
+// A claim of several kinds costs two per kind it takes tasks from: the
+// lock and the pick (candidatesSQL), then the runs, with COMMIT at the end.
 func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.TaskClaimResult, error) {
+	if len(p.Kinds) == 1 && p.Max > 0 {
+		return s.claimOne(ctx, p)
+	}
 	var res store.TaskClaimResult
 	err := s.tx(ctx, "claim", func(t *txn) error {
 		res = store.TaskClaimResult{}
 		now := ms(p.Now)
 		var stop, locked bool
-		var k1 *kindLock // the kind's lock, taken with the worker's record (one kind)
-		if len(p.Kinds) == 1 && p.Max > 0 {
-			k1 = new(kindLock)
-			queueSeeWorkerAndLock(t, p, now, &stop, &locked, k1)
-		} else {
-			queueSeeWorker(t, p, now, &stop, &locked)
-		}
+		queueSeeWorker(t, p, now, &stop, &locked)
 		multi := len(p.Kinds) > 1
 		var held string // greatest kind whose lock this claim keeps
 		for _, kind := range p.Kinds {
@@ -42,7 +42,7 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 			}
 			// Wait for the kind's lock only in ascending order of the locks
 			// kept; otherwise skip the kind if it is busy (see package doc).
-			runs, limited, err := claimKind(ctx, t, p, kind, left, now, held == "" || kind >= held, &stop, &locked, k1)
+			runs, limited, err := claimKind(ctx, t, p, kind, left, now, held == "" || kind >= held, &stop, &locked)
 			if err != nil {
 				return err
 			}
@@ -73,6 +73,79 @@ func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.T
 		return nil
 	})
 	return res, err
+}
+
+// claimOne is TaskClaim for one kind, in one round trip: BEGIN; the
+// worker's record and the kind's lock (seeWorkerAndLockSQL, both only when
+// a task is claimable or the worker's row must be written, see
+// queueSeeWorker); the pick and the start of the runs (claimOneSQL), which
+// does nothing unless the statement before locked (this transaction has an
+// id then, and only then); COMMIT. The runs' ids are made before, as many
+// as the claim may take, and handed out in the order of the pick. Only a
+// kind whose rate bucket held the claim back costs a second round trip
+// (rateLimited, after the commit).
+func (s *Store) claimOne(ctx context.Context, p store.TaskClaimParams) (store.TaskClaimResult, error) {
+	kind, now := p.Kinds[0], ms(p.Now)
+	var (
+		res          store.TaskClaimResult
+		stop, locked bool
+		k            kindLock
+	)
+	runIDs := newRunIDs(p, p.Max)
+	err := s.tx(ctx, "claim", func(t *txn) error {
+		res = store.TaskClaimResult{}
+		queueSeeWorkerAndLock(t, p, now, &stop, &locked, &k)
+		t.queue(claimOneSQL[pinnedIndex(p.PinnedOnly)], kind, now, p.WorkerID, p.Max, runIDs, p.WorkerAddress).
+			Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					var (
+						c     store.ClaimCandidate
+						runID string
+					)
+					if err := rows.Scan(&c.ID, &runID, &c.Payload, &c.Level, &c.Attempt, &c.TimeoutSeconds,
+						&c.HeartbeatTimeoutSeconds, &c.RunAt, &c.ScheduleID, &c.FireTime); err != nil {
+						return err
+					}
+					run, _, _ := c.Start(kind, runID, now)
+					res.Runs = append(res.Runs, run)
+				}
+				return rows.Err()
+			})
+		return nil // the statements go with COMMIT
+	})
+	if err != nil {
+		return store.TaskClaimResult{}, err
+	}
+	if stop {
+		return store.TaskClaimResult{Drain: true}, nil
+	}
+	if len(res.Runs) == 0 && locked && k.locked && k.rate > 0 {
+		if tokens := store.RateRefill(k.rate, k.tokens, k.rateAt, now); tokens < 1 {
+			err := s.tx(ctx, "claim", func(t *txn) error {
+				_, until, err := rateLimited(ctx, t, p, kind, now, k.rate, tokens)
+				res.RateLimitedUntil = time.Time{}
+				res.RateLimit(until)
+				return err
+			})
+			if err != nil {
+				return store.TaskClaimResult{}, err
+			}
+		}
+	}
+	return res, nil
+}
+
+// newRunIDs makes n run ids for p's claim (claimOneSQL hands out the i-th
+// to the i-th task of the pick), at once when p can.
+func newRunIDs(p store.TaskClaimParams, n int) []string {
+	if p.NewRunIDs != nil {
+		return p.NewRunIDs(n)
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = p.NewRunID()
+	}
+	return ids
 }
 
 // seenGrain is how stale a worker's recorded last sighting may be: a
@@ -217,10 +290,9 @@ type candidate struct {
 // is empty while tasks wait, it returns nothing and the instant (unix ms)
 // the next token is due. *drain is the worker's stop flag, whose read may
 // be queued before: once set, nothing more is done; likewise when *seen,
-// read with it, says the worker's row was left unlocked. taken, when not
-// nil, is the kind's lock as queueSeeWorkerAndLock queued it.
-func claimKind(ctx context.Context, t *txn, p store.TaskClaimParams, kind string, max int, now int64, wait bool, drain, seen *bool, taken *kindLock) ([]rota.ClaimedRun, int64, error) {
-	k, picked, err := lockAndPick(ctx, t, p, kind, max, now, wait, drain, taken)
+// read with it, says the worker's row was left unlocked.
+func claimKind(ctx context.Context, t *txn, p store.TaskClaimParams, kind string, max int, now int64, wait bool, drain, seen *bool) ([]rota.ClaimedRun, int64, error) {
+	k, picked, err := lockAndPick(ctx, t, p, kind, max, now, wait, drain)
 	if err != nil || !k.locked || *drain || !*seen {
 		// (!*seen: the worker's row was not locked, see queueSeeWorker.)
 		return nil, 0, err
@@ -261,11 +333,7 @@ func claimableLock(pinnedOnly bool) string {
 // its tasks for the worker, locking them. The pick runs only once the lock
 // is granted; nothing is picked for a draining worker (*drain, read by the
 // first flush).
-func lockAndPick(ctx context.Context, t *txn, p store.TaskClaimParams, kind string, max int, now int64, wait bool, drain *bool, taken *kindLock) (kindLock, []candidate, error) {
-	if taken != nil {
-		picked, err := pick(ctx, t, p, kind, max, now)
-		return *taken, picked, err
-	}
+func lockAndPick(ctx context.Context, t *txn, p store.TaskClaimParams, kind string, max int, now int64, wait bool, drain *bool) (kindLock, []candidate, error) {
 	// Locked only when a task is claimable (see queueSeeWorker): a claim
 	// that finds nothing takes no lock.
 	lock := claimableLockSQL
@@ -501,6 +569,19 @@ var pinnedCandidatesSQL = pickSQL(true)
 
 // pickSQL builds candidatesSQL, or pinnedCandidatesSQL when pinnedOnly.
 func pickSQL(pinnedOnly bool) string {
+	return `WITH ` + pickCTEs(pinnedOnly, false) + `
+		SELECT p.slot, t.id, t.payload, t.level, t.attempt, t.timeout_s, t.hb_timeout_s, t.run_at, t.schedule_id, t.fire_time,
+			t.workers <> 1 OR t.run_id IS NOT NULL AS logs
+		FROM picked p CROSS JOIN LATERAL (` + pickLock(pinnedOnly) + `) AS t
+		WHERE t.ok
+		ORDER BY p.slot`
+}
+
+// pickCTEs are the CTEs k (the kind's row: factor, position, how many may
+// go out), ranked and picked (the tasks' ids and slots) of candidatesSQL
+// and claimOneSQL. When gated, k is empty unless this transaction has an
+// id: a claim whose first statement locked nothing picks nothing.
+func pickCTEs(pinnedOnly, gated bool) string {
 	const cols = `id, level, run_at FROM tasks WHERE avail AND kind = $1 AND run_at <= $2 AND $3 <> ALL (holders)`
 	var branches []string
 	for level := range 3 {
@@ -512,17 +593,17 @@ func pickSQL(pinnedOnly bool) string {
 				`(SELECT 1 AS grp, `+cols+` AND level = `+lv+` AND NOT pinned ORDER BY run_at, id LIMIT $4)`)
 		}
 	}
-	mine := `(NOT t.pinned OR $3 = ANY (t.worker_ids))`
-	if pinnedOnly {
-		mine = `t.pinned AND $3 = ANY (t.worker_ids)`
+	gate := ""
+	if gated {
+		gate = ` AND pg_current_xact_id_if_assigned() IS NOT NULL`
 	}
-	return `WITH k AS (
+	return `k AS (
 			SELECT priority_factor AS f, round_pos AS pos,
 				GREATEST(0, LEAST($4,
 					CASE WHEN max_running > 0
 						THEN max_running - (SELECT count(*) FROM runs WHERE kind = $1 AND status = 'RUNNING') END,
 					CASE WHEN rate > 0 THEN floor(rate_refill(rate, rate_tokens, rate_at, $2))::bigint END)) AS n
-			FROM kinds WHERE name = $1 AND NOT paused
+			FROM kinds WHERE name = $1 AND NOT paused` + gate + `
 				AND NOT EXISTS (SELECT 1 FROM workers WHERE id = $3 AND stop_requested)
 		), ranked AS (
 			SELECT id, level, row_number() OVER (PARTITION BY level ORDER BY grp, run_at, id) - 1 AS i
@@ -531,15 +612,80 @@ func pickSQL(pinnedOnly bool) string {
 			SELECT r.id, round_slot(k.f, k.pos, r.level, r.i) AS slot
 			FROM ranked r CROSS JOIN k WHERE r.i < k.n
 			ORDER BY slot LIMIT (SELECT n FROM k)
-		)
-		SELECT p.slot, t.id, t.payload, t.level, t.attempt, t.timeout_s, t.hb_timeout_s, t.run_at, t.schedule_id, t.fire_time, t.logs
-		FROM picked p CROSS JOIN LATERAL (
-			SELECT t.id, t.payload, t.level, t.attempt, t.timeout_s, t.hb_timeout_s, t.run_at, t.schedule_id, t.fire_time,
-				t.workers <> 1 OR t.run_id IS NOT NULL AS logs,
+		)`
+}
+
+// pickLock is the lateral lookup that locks a picked task p.id (see
+// candidatesSQL) and says in ok whether it may still go out; it returns
+// what the claim's answer and its run_log rows need.
+func pickLock(pinnedOnly bool) string {
+	mine := `(NOT t.pinned OR $3 = ANY (t.worker_ids))`
+	if pinnedOnly {
+		mine = `t.pinned AND $3 = ANY (t.worker_ids)`
+	}
+	return `SELECT t.id, t.payload, t.level, t.attempt, t.timeout_s, t.hb_timeout_s, t.run_at, t.schedule_id, t.fire_time,
+				t.workers, t.worker_address, t.run_id, t.run_worker, t.run_status, t.run_start, t.run_end, t.run_lease,
+				t.run_deadline, t.run_stop, t.run_message,
 				t.avail AND t.run_at <= $2 AND $3 <> ALL (t.holders) AND ` + mine + ` AS ok
 			FROM tasks t WHERE t.id = p.id
-			LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED
-		) AS t
-		WHERE t.ok
-		ORDER BY p.slot`
+			LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED`
+}
+
+// claimOneSQL (for a claim of any task, [0], and a PinnedOnly one, [1])
+// picks up to $4 tasks of kind $1 for worker $3 at address $6 at $2 as
+// candidatesSQL does, and starts their runs as startRunsSQL does, in one
+// statement (claimOne): the i-th task in the order of the pick gets the
+// i-th run id of $5. It runs after the statement that locked the kind (the
+// next statement of the same transaction sees what that lock waited for)
+// and picks nothing when that statement locked nothing (pickCTEs' gate).
+// It returns the tasks started, in the order of the pick: id, run id,
+// payload, level, attempt before the run, timeout, heartbeat timeout,
+// run_at, schedule id, fire time.
+var claimOneSQL = [2]string{claimOne(false), claimOne(true)}
+
+func claimOne(pinnedOnly bool) string {
+	return `WITH ` + pickCTEs(pinnedOnly, true) + `, c AS MATERIALIZED (
+			SELECT n.*, ($5::text[])[n.ord] AS rid,
+				$2::bigint + n.hb_timeout_s::bigint * 1000 AS lease,
+				CASE WHEN n.timeout_s > 0 THEN $2::bigint + n.timeout_s::bigint * 1000 ELSE 0 END AS deadline
+			FROM (
+				SELECT p.slot, t.*, row_number() OVER (ORDER BY p.slot) AS ord
+				FROM picked p CROSS JOIN LATERAL (` + pickLock(pinnedOnly) + `) AS t
+				WHERE t.ok
+			) AS n
+		), upd AS (
+			UPDATE tasks SET status = 'RUNNING', attempt = c.attempt + 1, running = tasks.running + 1,
+				avail = tasks.running + 1 + tasks.successes < tasks.workers, holders = array_append(tasks.holders, $3),
+				start_time = CASE WHEN tasks.start_time = 0 THEN $2 ELSE tasks.start_time END,
+				worker_address = $6, updated_at = $2,
+				run_id = CASE WHEN tasks.workers = 1 THEN c.rid ELSE tasks.run_id END,
+				run_worker = CASE WHEN tasks.workers = 1 THEN $3 ELSE tasks.run_worker END,
+				run_status = CASE WHEN tasks.workers = 1 THEN 'RUNNING' ELSE tasks.run_status END,
+				run_start = CASE WHEN tasks.workers = 1 THEN $2 ELSE tasks.run_start END,
+				run_end = CASE WHEN tasks.workers = 1 THEN 0 ELSE tasks.run_end END,
+				run_lease = CASE WHEN tasks.workers = 1 THEN c.lease ELSE tasks.run_lease END,
+				run_deadline = CASE WHEN tasks.workers = 1 THEN c.deadline ELSE tasks.run_deadline END,
+				run_stop = CASE WHEN tasks.workers = 1 THEN false ELSE tasks.run_stop END,
+				run_message = CASE WHEN tasks.workers = 1 THEN '' ELSE tasks.run_message END
+			FROM c WHERE tasks.id = c.id
+		), lg AS (
+			INSERT INTO run_log (id, task_id, kind, worker_id, worker_address, attempt, status, start_time, end_time,
+				lease_expires_at, deadline, expires_at, stop_requested, message)
+			SELECT c.run_id, c.id, $1, c.run_worker, c.worker_address, c.attempt, c.run_status, c.run_start, c.run_end,
+				c.run_lease, c.run_deadline, 0, c.run_stop, c.run_message
+			FROM c WHERE c.workers = 1 AND c.run_id IS NOT NULL
+			UNION ALL
+			SELECT c.rid, c.id, $1, $3, $6, c.attempt + 1, 'RUNNING', $2, 0, c.lease, c.deadline,
+				CASE WHEN c.deadline <> 0 AND c.deadline < c.lease THEN c.deadline ELSE c.lease END, false, ''
+			FROM c WHERE c.workers <> 1
+		), kr AS (
+			UPDATE kinds SET round_pos = (((SELECT max(slot) FROM c) + 1)
+					% (GREATEST(priority_factor, 1) * GREATEST(priority_factor, 1) + GREATEST(priority_factor, 1) + 1))::int,
+				rate_at = $2,
+				rate_tokens = CASE WHEN rate > 0 THEN rate_refill(rate, rate_tokens, rate_at, $2) - (SELECT count(*) FROM c)
+					ELSE rate_tokens END
+			WHERE name = $1 AND EXISTS (SELECT 1 FROM c)
+		)
+		SELECT c.id, c.rid, c.payload, c.level, c.attempt, c.timeout_s, c.hb_timeout_s, c.run_at, c.schedule_id, c.fire_time
+		FROM c ORDER BY c.slot`
 }

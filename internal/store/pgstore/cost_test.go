@@ -45,14 +45,15 @@ func TestCostPerTask(t *testing.T) {
 		// One INSERT tasks outside a transaction block, a transaction of
 		// its own (insertcopy.go); BEGIN; INSERT tasks; COMMIT before.
 		storetest.CostInsert: storetest.Transaction(1, 1),
-		// Batch 1: BEGIN; one statement that upserts the worker (written
-		// only past a second) and locks the kind (SELECT kinds FOR UPDATE;
-		// two statements before session 8), each only when a task is
-		// claimable or the worker's row must be written; the pick
-		// (candidatesSQL). Batch 2: one statement that starts the runs in
-		// the task rows (and moves a retried task's previous run to
-		// run_log); COMMIT.
-		storetest.CostClaim: storetest.Transaction(5, 2),
+		// One batch (claimOne): BEGIN; one statement that upserts the
+		// worker (written only past a second) and locks the kind (SELECT
+		// kinds FOR UPDATE; two statements before session 8), each only
+		// when a task is claimable or the worker's row must be written;
+		// one that picks the tasks and starts their runs in the task rows
+		// (and moves a retried task's previous run to run_log; claimOneSQL);
+		// COMMIT. Before session 9 the pick and the start were two
+		// statements in two batches.
+		storetest.CostClaim: storetest.Transaction(4, 1),
 		// Batch 1: BEGIN; SELECT tasks FOR NO KEY UPDATE (found by
 		// tasks_run), with the run in its row. Batch 2: UPDATE tasks
 		// (lease); the worker's sighting (written only past a second) and
@@ -65,18 +66,19 @@ func TestCostPerTask(t *testing.T) {
 		// BEGIN, the UPDATE and COMMIT in one batch before; 4 statements
 		// in 2 round trips before that (a SELECT FOR NO KEY UPDATE first).
 		storetest.CostComplete: storetest.Transaction(1, 1),
-		// As a claim, without its second batch's write: BEGIN; the
-		// worker's upsert and the kind's lock (neither runs: nothing is
-		// claimable, the worker was seen within the second, so the
-		// transaction locks nothing and its COMMIT flushes no WAL:
-		// TestEmptyClaimTakesNoLock); the pick; then COMMIT alone.
-		storetest.CostClaimEmpty: storetest.Transaction(4, 2),
+		// As a claim: BEGIN; the worker's upsert and the kind's lock
+		// (neither runs: nothing is claimable, the worker was seen within
+		// the second, so the transaction locks nothing and its COMMIT
+		// flushes no WAL: TestEmptyClaimTakesNoLock); the pick, which
+		// picks nothing (the transaction has no id); COMMIT. Two round
+		// trips before session 9 (COMMIT went alone).
+		storetest.CostClaimEmpty: storetest.Transaction(4, 1),
 		// One INSERT tasks of every task (unnest) outside a transaction
 		// block (from copyMinRows tasks on, one COPY); BEGIN, the INSERT
 		// and COMMIT before.
 		storetest.CostInsertBatch: storetest.Transaction(1, 1),
 		// As a claim of one: the pick and the write are set-based.
-		storetest.CostClaimBatch: storetest.Transaction(5, 2),
+		storetest.CostClaimBatch: storetest.Transaction(4, 1),
 		// Batch 1: BEGIN; SELECT schedules FOR UPDATE; SELECT open runs;
 		// SELECT the last run. Batch 2: INSERT tasks (the run); UPDATE
 		// schedules (state, version); COMMIT.

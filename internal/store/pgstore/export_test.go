@@ -121,3 +121,8 @@ const CopyMinRows = copyMinRows
 
 // ChannelName is the notification channel of a schema.
 func ChannelName(schema string) string { return channelName(schema) }
+
+// ClaimOneSQL is the one-kind claim's pick and start (claimOneSQL), for
+// EXPLAIN in benchmarks. Its parameters: kind, now (ms), worker id, max,
+// run ids, worker address.
+var ClaimOneSQL = claimOneSQL[0]

@@ -32,7 +32,8 @@
 // pipelined (txn): statements are queued and sent together whenever a
 // result is needed, BEGIN with the first batch and COMMIT with the last. A
 // heartbeat or a report is two round trips (lock and read; write and
-// commit), a claim of one kind two as well, an insert of unkeyed tasks one.
+// commit), a claim of one kind one (claimOne), an insert of unkeyed tasks
+// one.
 // Reports are committed in groups (complete.go): the reports that arrive
 // while one group commits go together in the next, settled in one
 // transaction of two round trips and a few set-based statements, so that
@@ -61,9 +62,11 @@
 // transaction: the position in the weighted round, the MaxRunning cap and
 // the rate bucket are per-kind state that two claimers must not both read
 // and advance. The cost is that claims of one kind are serialized across
-// the cluster for the length of a claim transaction (its second round trip
-// and the commit); a claim of Max tasks pays it once for all of them, so
-// busy workers should claim in batches. Claims of different kinds do not
+// the cluster for the length of a claim transaction (for a claim of one
+// kind, the statements after the lock and the commit, sent together with
+// it, so no round trip is waited for while it is held; for a claim of
+// several kinds, a round trip and the commit); a claim of Max tasks pays it
+// once for all of them, so busy workers should claim in batches. Claims of different kinds do not
 // contend. A claim of several kinds visits them in the order given; it
 // waits for a kind's lock only when that kind sorts after every kind lock
 // it keeps (otherwise it skips a busy kind, which can only happen once it
