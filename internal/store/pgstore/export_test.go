@@ -126,3 +126,9 @@ func ChannelName(schema string) string { return channelName(schema) }
 // EXPLAIN in benchmarks. Its parameters: kind, now (ms), worker id, max,
 // run ids, worker address.
 var ClaimOneSQL = claimOneSQL[0]
+
+// RoundLevelsSQL and SlotSQL are the pick's restatement of round_slot.
+const (
+	RoundLevelsSQL = roundLevelsSQL
+	SlotSQL        = slotSQL
+)
