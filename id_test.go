@@ -1,6 +1,7 @@
 package rota_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"regexp"
 	"strings"
@@ -60,24 +61,41 @@ func FuzzValidKind(f *testing.F) {
 	})
 }
 
-// TestNewNContinuesNew checks that NewN makes the ids New would have made
-// one after the other: valid, strictly increasing across New and NewN
-// calls, within one millisecond and across them.
-func TestNewNContinuesNew(t *testing.T) {
+// TestNewBlock checks that the ids of a block, made as NewBlock documents,
+// are valid and sort between the ids made before and after it, including
+// blocks that would wrap the counter or cross 2⁶³, and that no id of a
+// block is made twice.
+func TestNewBlock(t *testing.T) {
 	t.Parallel()
 	var g rota.IDGenerator
 	now := time.Date(2026, 11, 28, 23, 0, 0, 0, time.UTC)
 	var ids []string
-	for i := range 20 {
-		at := now.Add(time.Duration(i/4) * time.Millisecond)
-		if i%2 == 0 {
-			ids = append(ids, g.New(at))
-		} else {
-			batch := g.NewN(at, i)
-			if len(batch) != i {
-				t.Fatalf("NewN(%d) made %d ids", i, len(batch))
+	block := func(at time.Time, n int) {
+		prefix, first := g.NewBlock(at, n)
+		if int64(first) < 0 != (int64(first+uint64(n-1)) < 0) || first+uint64(n-1) < first {
+			t.Fatalf("block of %d from %x wraps or changes sign", n, first)
+		}
+		// The first, second and last ids of the block (a big one is not
+		// made whole).
+		for _, i := range []int{0, min(1, n-1), n - 1} {
+			if id := fmt.Sprintf("%s%016x", prefix, first+uint64(i)); len(ids) == 0 || id != ids[len(ids)-1] {
+				ids = append(ids, id)
 			}
-			ids = append(ids, batch...)
+		}
+	}
+	for i := range 200 {
+		at := now.Add(time.Duration(i/8) * time.Millisecond)
+		switch i % 4 {
+		case 0:
+			ids = append(ids, g.New(at))
+		case 1:
+			block(at, 1+i%7)
+		case 2:
+			block(at, 3)
+		default:
+			// Blocks big enough to reach 2⁶³ or the end of the counter
+			// from a random start, now and then.
+			block(at, 1<<62)
 		}
 	}
 	for i, id := range ids {
@@ -87,17 +105,5 @@ func TestNewNContinuesNew(t *testing.T) {
 		if i > 0 && id <= ids[i-1] {
 			t.Fatalf("id %d %q does not sort after %q", i, id, ids[i-1])
 		}
-	}
-	if got := g.NewN(now, 0); got != nil {
-		t.Fatalf("NewN(0) = %v", got)
-	}
-}
-
-func BenchmarkNewN256(b *testing.B) {
-	var g rota.IDGenerator
-	now := time.Now()
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = g.NewN(now, 256)
 	}
 }

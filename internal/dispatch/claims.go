@@ -46,7 +46,7 @@ func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaim
 	for {
 		res, err := d.cfg.Store.TaskClaim(ctx, store.TaskClaimParams{
 			WorkerID: r.WorkerID, WorkerAddress: r.Address, Kinds: r.Kinds, Max: r.Max,
-			Wait: wait, Now: c.Now(), NewRunID: d.newRunID, NewRunIDs: d.newRunIDs, PinnedOnly: r.PinnedOnly, Woken: woken,
+			Wait: wait, Now: c.Now(), NewRunID: d.newRunID, RunIDBlock: d.runIDBlock, PinnedOnly: r.PinnedOnly, Woken: woken,
 		})
 		if err != nil || len(res.Runs) > 0 || res.Drain || wait <= 0 {
 			return d.claimed(ctx, r.WorkerID, res, err, false)

@@ -309,7 +309,9 @@ func (d *Dispatcher) remote(n store.Notification) {
 
 func (d *Dispatcher) newRunID() string { return d.cfg.IDs.New(d.cfg.Clock.Now()) }
 
-func (d *Dispatcher) newRunIDs(n int) []string { return d.cfg.IDs.NewN(d.cfg.Clock.Now(), n) }
+func (d *Dispatcher) runIDBlock(n int) (string, uint64) {
+	return d.cfg.IDs.NewBlock(d.cfg.Clock.Now(), n)
+}
 
 // NewID returns a new task id.
 func (d *Dispatcher) NewID() string { return d.cfg.IDs.New(d.cfg.Clock.Now()) }

@@ -359,10 +359,11 @@ type TaskClaimParams struct {
 	Wait          time.Duration // long-poll wait of this claim (for liveness)
 	Now           time.Time
 	NewRunID      func() string // makes the ids of new runs
-	// NewRunIDs, when set, makes n ids of new runs at once, as n calls of
-	// NewRunID would (a store that makes them before it knows how many it
-	// hands out uses it: pgstore makes Max).
-	NewRunIDs func(n int) []string
+	// RunIDBlock, when set, reserves n ids of new runs as
+	// rota.IDGenerator.NewBlock does (the i-th is prefix followed by the 16
+	// hex digits of first+i), for a store that names runs before it knows
+	// how many it hands out: pgstore's one-statement claim reserves Max.
+	RunIDBlock func(n int) (prefix string, first uint64)
 	// PinnedOnly restricts the claim to tasks pinned to WorkerID (whose
 	// WorkerIDs contains it): unpinned tasks of the kinds are left to other
 	// workers, even when nothing else is claimable. The order among the

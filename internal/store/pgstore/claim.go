@@ -91,11 +91,11 @@ func (s *Store) claimOne(ctx context.Context, p store.TaskClaimParams) (store.Ta
 		stop, locked bool
 		k            kindLock
 	)
-	runIDs := newRunIDs(p, p.Max)
+	runIDs, prefix, first := claimRunIDs(p)
 	err := s.tx(ctx, "claim", func(t *txn) error {
 		res = store.TaskClaimResult{}
 		queueSeeWorkerAndLock(t, p, now, &stop, &locked, &k)
-		t.queue(claimOneSQL[pinnedIndex(p.PinnedOnly)], kind, now, p.WorkerID, p.Max, runIDs, p.WorkerAddress).
+		t.queue(claimOneSQL[pinnedIndex(p.PinnedOnly)], kind, now, p.WorkerID, p.Max, runIDs, p.WorkerAddress, prefix, first).
 			Query(func(rows pgx.Rows) error {
 				for rows.Next() {
 					var (
@@ -135,17 +135,21 @@ func (s *Store) claimOne(ctx context.Context, p store.TaskClaimParams) (store.Ta
 	return res, nil
 }
 
-// newRunIDs makes n run ids for p's claim (claimOneSQL hands out the i-th
-// to the i-th task of the pick), at once when p can.
-func newRunIDs(p store.TaskClaimParams, n int) []string {
-	if p.NewRunIDs != nil {
-		return p.NewRunIDs(n)
+// claimRunIDs names the runs claimOneSQL may start, the i-th going to the
+// i-th task of the pick: a block of p.Max (RunIDBlock: a prefix and the
+// first counter as int64, reserved, not made: a claim that finds nothing
+// costs no ids) or, without RunIDBlock, p.Max ids of NewRunID (ids: then
+// prefix is NULL).
+func claimRunIDs(p store.TaskClaimParams) (ids []string, prefix *string, first int64) {
+	if p.RunIDBlock != nil {
+		pre, f := p.RunIDBlock(p.Max)
+		return nil, &pre, int64(f) // the bits as they are: see NewBlock
 	}
-	ids := make([]string, n)
+	ids = make([]string, p.Max)
 	for i := range ids {
 		ids[i] = p.NewRunID()
 	}
-	return ids
+	return ids, nil, 0
 }
 
 // seenGrain is how stale a worker's recorded last sighting may be: a
@@ -658,7 +662,8 @@ func pickLock(pinnedOnly bool) string {
 // picks up to $4 tasks of kind $1 for worker $3 at address $6 at $2 as
 // candidatesSQL does, and starts their runs as startRunsSQL does, in one
 // statement (claimOne): the i-th task in the order of the pick gets the
-// i-th run id of $5. It runs after the statement that locked the kind (the
+// i-th run id of $5, or when $7 is not NULL the i-th of the block $7, $8
+// (claimRunIDs). It runs after the statement that locked the kind (the
 // next statement of the same transaction sees what that lock waited for)
 // and picks nothing when that statement locked nothing (pickCTEs' gate).
 // It returns the tasks started, in the order of the pick: id, run id,
@@ -668,7 +673,9 @@ var claimOneSQL = [2]string{claimOne(false), claimOne(true)}
 
 func claimOne(pinnedOnly bool) string {
 	return `WITH ` + pickCTEs(pinnedOnly, true) + `, c AS MATERIALIZED (
-			SELECT n.*, ($5::text[])[n.ord] AS rid,
+			SELECT n.*,
+				CASE WHEN $7::text IS NULL THEN ($5::text[])[n.ord]
+					ELSE $7::text || lpad(to_hex($8::bigint + n.ord - 1), 16, '0') END AS rid,
 				$2::bigint + n.hb_timeout_s::bigint * 1000 AS lease,
 				CASE WHEN n.timeout_s > 0 THEN $2::bigint + n.timeout_s::bigint * 1000 ELSE 0 END AS deadline
 			FROM (
