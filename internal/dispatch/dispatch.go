@@ -116,7 +116,8 @@ type Dispatcher struct {
 	// Immutable after New.
 	cfg       Config
 	backoff   *Backoff
-	waiters   *waiters // long-poll claims (own lock)
+	delay     func(n int) time.Duration // backoff.Delay, bound once (a report's stamp allocated it)
+	waiters   *waiters                  // long-poll claims (own lock)
 	due       *DueTimer
 	reaper    *Reaper
 	retention *Retention
@@ -163,6 +164,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		waiters: newWaiters(),
 		quit:    make(chan struct{}),
 	}
+	d.delay = d.backoff.Delay
 	d.pushKick = make(chan struct{}, 1)
 	d.leader.Store(true) // alone, a dispatcher runs every duty
 	var err error

@@ -68,13 +68,14 @@ func (d *Dispatcher) Complete(ctx context.Context, p store.RunCompleteParams) (*
 func (d *Dispatcher) stamp(p store.RunCompleteParams) store.RunCompleteParams {
 	p.Now = d.cfg.Clock.Now()
 	if p.Backoff == nil {
-		p.Backoff = d.backoff.Delay
+		p.Backoff = d.delay
 	}
 	return p
 }
 
 // completed announces the report p, which left t: the run's and the
-// task's events, the wake-ups its end allows, its dependents.
+// task's events, the wake-ups its end allows, its dependents. It reads
+// only what a store.RunCompleteParams.Brief answer holds.
 func (d *Dispatcher) completed(ctx context.Context, p store.RunCompleteParams, t *rota.Task) {
 	for _, r := range t.Runs {
 		if r.ID == p.RunID {

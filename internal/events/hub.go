@@ -367,15 +367,21 @@ func (h *Hub) flush(ctx context.Context) error {
 	for {
 		h.mu.Lock()
 		k := min(len(h.pending), appendBatch)
-		batch := h.pending[:k:k] // Publish appends past k, never into batch
-		h.pending = h.pending[k:]
-		whole := len(h.pending) == 0 && cap(batch) > 0
+		all := h.pending
+		batch := all[:k:k] // Publish appends past k, never into batch
+		h.pending = all[k:]
+		whole := len(h.pending) == 0 && k > 0
 		if whole {
 			// The batch takes the whole array: Publish fills the spare one
 			// meanwhile, and the batch's becomes the spare once appended,
 			// so that the two arrays take turns (the events of every
 			// state change, ~a sixth of the server's allocations when each
-			// batch grew an array of its own).
+			// batch grew an array of its own). The batch keeps the array's
+			// whole capacity, which Publish no longer appends into: cut
+			// to the batch's length, the spare grew again whenever a batch
+			// was longer than the one before (8% of the server's
+			// allocated bytes in an end-to-end run).
+			batch = all[:k]
 			h.pending = h.spare[:0]
 			h.spare = nil
 		}
@@ -403,12 +409,21 @@ func (h *Hub) flush(ctx context.Context) error {
 		if whole {
 			clear(batch) // drop the payloads and results it refers to
 			h.mu.Lock()
-			if h.spare == nil && cap(batch) <= appendBatch {
+			if h.spare == nil && keepSpare(len(batch), cap(batch)) {
 				h.spare = batch[:0]
 			}
 			h.mu.Unlock()
 		}
 	}
+}
+
+// keepSpare reports whether an appended batch of n events whose array
+// holds c is kept for the next turn: not when it is beyond appendBatch,
+// nor when it is much longer than the batch (grown by a burst, it would
+// hold megabytes for good: the load that grew it has passed, and a new
+// one grows another).
+func keepSpare(n, c int) bool {
+	return c <= appendBatch && (c <= 1024 || c <= 4*n)
 }
 
 // deliverAppended delivers the batch just appended, whose last event got

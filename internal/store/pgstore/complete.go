@@ -35,17 +35,26 @@ const completers = 2
 // that many reports, so it holds fewer than twice that many.
 const maxCompleteGroup = 500
 
-// completeReq is one report waiting for a completer. res has room for the
-// answer, which a completer always sends.
+// completeReq is one report waiting for a completer, the i-th of its
+// request's. res (shared by the request's reports) has room for every
+// answer, which a completer always sends, with answer.
 type completeReq struct {
 	ctx context.Context
 	p   store.RunCompleteParams
+	i   int
 	res chan completeRes
 }
 
 type completeRes struct {
 	task *rota.Task
 	err  error
+	i    int // the index of the report answered (set by answer)
+}
+
+// answer sends r's answer.
+func (r *completeReq) answer(res completeRes) {
+	res.i = r.i
+	r.res <- res
 }
 
 // RunComplete implements store.Store. Reports are committed in groups (see
@@ -66,9 +75,14 @@ func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*ro
 // task for ~0.23 report requests).
 func (s *Store) RunCompleteMany(ctx context.Context, ps []store.RunCompleteParams) (tasks []*rota.Task, errs []error) {
 	tasks, errs = make([]*rota.Task, len(ps)), make([]error, len(ps))
+	// One array of requests and one channel for all (a report's own were
+	// two allocations of the hottest path).
+	res := make(chan completeRes, len(ps))
+	slab := make([]completeReq, len(ps))
 	reqs := make([]*completeReq, len(ps))
 	for i, p := range ps {
-		reqs[i] = &completeReq{ctx: ctx, p: p, res: make(chan completeRes, 1)}
+		slab[i] = completeReq{ctx: ctx, p: p, i: i, res: res}
+		reqs[i] = &slab[i]
 	}
 	sent := 0
 	for sent < len(reqs) {
@@ -91,9 +105,9 @@ func (s *Store) RunCompleteMany(ctx context.Context, ps []store.RunCompleteParam
 	// A completer answers every report it took, commit or not; waiting
 	// here (and not on ctx) means a caller is never told that a report
 	// failed when it committed.
-	for i := range sent {
-		r := <-reqs[i].res
-		tasks[i], errs[i] = r.task, r.err
+	for range sent {
+		r := <-res
+		tasks[r.i], errs[r.i] = r.task, r.err
 	}
 	return tasks, errs
 }
@@ -108,12 +122,12 @@ func (s *Store) completer() {
 // completeGroup settles a group of reports and answers each of them.
 func (s *Store) completeGroup(group []*completeReq) {
 	live := liveRequests(group, func(r *completeReq) context.Context { return r.ctx },
-		func(r *completeReq, err error) { r.res <- completeRes{err: s.translate("complete run", err)} })
+		func(r *completeReq, err error) { r.answer(completeRes{err: s.translate("complete run", err)}) })
 	fast := s.completeFast(live)
 	rest := live[:0:0]
 	for i, r := range live {
 		if fast[i] != nil {
-			r.res <- completeRes{task: fast[i]}
+			r.answer(completeRes{task: fast[i]})
 			continue
 		}
 		rest = append(rest, r)
@@ -124,7 +138,7 @@ func (s *Store) completeGroup(group []*completeReq) {
 		return
 	case 1:
 		t, err := s.completeOne(live[0].ctx, live[0].p)
-		live[0].res <- completeRes{t, err}
+		live[0].answer(completeRes{task: t, err: err})
 		return
 	}
 	res, err := s.completeMany(live)
@@ -135,12 +149,12 @@ func (s *Store) completeGroup(group []*completeReq) {
 		// own.
 		for _, r := range live {
 			t, err := s.completeOne(r.ctx, r.p)
-			r.res <- completeRes{t, err}
+			r.answer(completeRes{task: t, err: err})
 		}
 		return
 	}
 	for i, r := range live {
-		r.res <- res[i]
+		r.answer(res[i])
 	}
 }
 
