@@ -24,7 +24,9 @@ func (*nullLog) EventList(context.Context, store.EventListParams) ([]rota.Event,
 	return nil, nil
 }
 
-func (*nullLog) EventBounds(context.Context) (store.EventBounds, error) { return store.EventBounds{}, nil }
+func (*nullLog) EventBounds(context.Context) (store.EventBounds, error) {
+	return store.EventBounds{}, nil
+}
 
 // BenchmarkPublishFlush publishes batches of events of varying length (as
 // the appender's 20 ms windows gather under a changing load) and appends
