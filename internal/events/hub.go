@@ -473,9 +473,17 @@ func (h *Hub) tailLoop(ctx context.Context) {
 // catchUp delivers the Log's events after the last one delivered.
 func (h *Hub) catchUp(ctx context.Context) {
 	for {
+		// Wait for an append in progress to be delivered: the
+		// notification of its commit (echoed to this node while it does
+		// not yet know it is alone) wakes the tailer, which otherwise
+		// read the chunk back and decoded it before the appender could
+		// deliver it (3% of the server's CPU and 4% of its allocated
+		// bytes in an end-to-end run).
+		h.flushMu.Lock()
 		h.mu.Lock()
 		after := h.last
 		h.mu.Unlock()
+		h.flushMu.Unlock()
 		evs, err := h.cfg.Log.EventList(ctx, store.EventListParams{After: after, Limit: readBatch})
 		if err != nil {
 			if ctx.Err() == nil {
