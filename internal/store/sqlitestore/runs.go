@@ -331,13 +331,18 @@ func completeChunk(ctx context.Context, tx *wtx, reps []*groupReport) error {
 		return fmt.Errorf("sqlitestore: complete runs: %w", err)
 	}
 	defer res.Close()
-	for res.Next() {
-		runID, settle, err := scanSettled(res)
-		if err != nil {
+	scans := make([]settledScan, len(reps)) // a row per report at most
+	var read []any
+	for n := 0; res.Next(); n++ {
+		if n == len(scans) {
+			return fmt.Errorf("sqlitestore: complete runs: more rows than reports")
+		}
+		sc := &scans[n]
+		if read, err = sc.scan(res, read); err != nil {
 			return fmt.Errorf("sqlitestore: complete runs: %w", err)
 		}
-		if g := byRun[runID]; g != nil {
-			if g.rep, err = settle(g.p); err != nil {
+		if g := byRun[sc.runID]; g != nil {
+			if g.rep, err = sc.settle(g.p); err != nil {
 				return fmt.Errorf("sqlitestore: complete runs: %w", err)
 			}
 		}
@@ -399,9 +404,10 @@ func settleDependents(ctx context.Context, tx *wtx, rep *report) error {
 }
 
 // reportedTask is the task of a report after it settled, with its runs
-// and, once it ended, its dependents.
+// and, once it ended, its dependents: the report's own task, not a copy
+// (rep is the operation's alone, read just for this answer).
 func reportedTask(ctx context.Context, tx *wtx, rep *report) (*rota.Task, error) {
-	t := rep.task.Task
+	t := &rep.task.Task
 	if rep.run.inRow && t.Workers == 1 && t.Attempt <= 1 {
 		t.Runs = []rota.Run{rep.run.Run}
 	} else {
@@ -417,7 +423,7 @@ func reportedTask(ctx context.Context, tx *wtx, rep *report) (*rota.Task, error)
 			return nil, err
 		}
 	}
-	return &t, nil
+	return t, nil
 }
 
 // finishRun ends a RUNNING run with status and msg, and moves its task

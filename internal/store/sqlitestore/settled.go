@@ -75,43 +75,54 @@ func quoted(c string) string {
 	return c
 }
 
-// scanSettled reads a row of settledCols and returns the run id it
-// answers and a function that completes the report for that run's
-// params, the task and run as scanRowRun reads them after the report.
-func scanSettled(sc scanner) (string, func(p store.RunCompleteParams) (*report, error), error) {
-	var (
-		ts                          store.TaskScan
-		workerIDs                   sql.NullString
-		runID                       string
-		start, deadline, dependents int64
-	)
-	dest := ts.Dest(&workerIDs)
-	read := make([]any, 0, len(settledRead)+4)
-	read = append(read, &runID)
+// settledScan is what completeChunk reads of a row of settledCols, and
+// then the report it settled: completeChunk allocates those of a group
+// in one slice, where each row took a dozen allocations of its own.
+type settledScan struct {
+	ts                          store.TaskScan
+	workerIDs                   sql.NullString
+	runID                       string
+	start, deadline, dependents int64
+	dest                        []any // ts.Dest
+	row                         taskRow
+	run                         runRow
+	rep                         report
+}
+
+// scan reads a row of settledCols into sc (read: a buffer for the scan
+// destinations, returned for the next row).
+func (sc *settledScan) scan(rows scanner, read []any) ([]any, error) {
+	sc.dest = sc.ts.Dest(&sc.workerIDs)
+	read = append(read[:0], &sc.runID)
 	for _, i := range settledRead {
-		read = append(read, dest[i])
+		read = append(read, sc.dest[i])
 	}
-	if err := sc.Scan(append(read, &start, &deadline, &dependents)...); err != nil {
-		return "", nil, err
+	read = append(read, &sc.start, &sc.deadline, &sc.dependents)
+	return read, rows.Scan(read...)
+}
+
+// settle completes the report for the run sc read, of params p: the
+// task and run as scanRowRun reads them after the report.
+func (sc *settledScan) settle(p store.RunCompleteParams) (*report, error) {
+	status, st := settleSuccess(p)
+	for _, i := range settledSet {
+		settledPinned[taskColumns[i]](sc.dest[i], st)
 	}
-	return runID, func(p store.RunCompleteParams) (*report, error) {
-		status, st := settleSuccess(p)
-		for _, i := range settledSet {
-			settledPinned[taskColumns[i]](dest[i], st)
+	sc.row = sc.ts.Row(nil)
+	t := &sc.row
+	if sc.workerIDs.Valid {
+		if err := json.Unmarshal([]byte(sc.workerIDs.String), &t.WorkerIDs); err != nil {
+			return nil, fmt.Errorf("task %s: decode worker_ids: %w", t.ID, err)
 		}
-		t := ts.Row(nil)
-		if workerIDs.Valid {
-			if err := json.Unmarshal([]byte(workerIDs.String), &t.WorkerIDs); err != nil {
-				return nil, fmt.Errorf("task %s: decode worker_ids: %w", t.ID, err)
-			}
-		}
-		now := ms(p.Now)
-		r := runRow{kind: t.Kind, inRow: true}
-		r.ID, r.TaskID, r.WorkerID, r.WorkerAddress, r.Attempt = runID, t.ID, p.WorkerID, t.WorkerAddress, t.Attempt
-		r.Status, r.Message = status, p.Message
-		r.StartTime, r.EndTime, r.LeaseExpiresAt, r.Deadline = tm(start), tm(now), tm(0), tm(deadline)
-		return &report{run: &r, task: &t, dependents: int(dependents)}, nil
-	}, nil
+	}
+	now := ms(p.Now)
+	r := &sc.run
+	*r = runRow{kind: t.Kind, inRow: true}
+	r.ID, r.TaskID, r.WorkerID, r.WorkerAddress, r.Attempt = sc.runID, t.ID, p.WorkerID, t.WorkerAddress, t.Attempt
+	r.Status, r.Message = status, p.Message
+	r.StartTime, r.EndTime, r.LeaseExpiresAt, r.Deadline = tm(sc.start), tm(now), tm(0), tm(sc.deadline)
+	sc.rep = report{run: r, task: t, dependents: int(sc.dependents)}
+	return &sc.rep, nil
 }
 
 // settleSuccess is the run's status and the task's settled state after
