@@ -114,7 +114,7 @@ func (s *Store) CacheSizesForTest(ctx context.Context) (writer int, readers []in
 // of the grouped report statement for each row count it is prepared with.
 func (s *Store) CompletePlanForTest(ctx context.Context) (map[int][]string, error) {
 	out := map[int][]string{}
-	for n := 2; n <= maxGroupReports; n *= 2 {
+	for _, n := range completeSetRows {
 		q, rows := completeSetQuery(n)
 		rs, err := s.wdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, make([]any, rows*completeWidth)...)
 		if err != nil {
@@ -190,4 +190,11 @@ func (s *Store) PinnedWaitingPlanForTest(ctx context.Context) ([]string, error) 
 		var detail string
 		return &detail, sc.Scan(&id, &parent, &unused, &detail)
 	})
+}
+
+// CompleteRowsForTest returns the rows of the grouped report statement
+// for n reports (completeSetQuery).
+func CompleteRowsForTest(n int) int {
+	_, rows := completeSetQuery(n)
+	return rows
 }

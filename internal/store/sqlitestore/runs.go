@@ -235,11 +235,29 @@ func settlesAsLiterals(p store.RunCompleteParams) bool {
 // statement (the writer's default MaxBatch).
 const maxGroupReports = 256
 
-// completeSetQueries[i] is completeSet(2 << i): one statement text (and
-// prepared statement) per power of two up to maxGroupReports.
+// completeSetRows are the row counts completeSet is prepared with: the
+// powers of two up to completeSetStep, then its multiples up to
+// maxGroupReports. A group pads to the next count; with powers of two
+// only, a group of 65 reports bound and joined 63 rows of padding.
+var completeSetRows = func() []int {
+	var out []int
+	for n := 2; n < completeSetStep; n *= 2 {
+		out = append(out, n)
+	}
+	for n := completeSetStep; n <= maxGroupReports; n += completeSetStep {
+		out = append(out, n)
+	}
+	return out
+}()
+
+// completeSetStep is the step of completeSetRows above its powers of two.
+const completeSetStep = 32
+
+// completeSetQueries[i] is completeSet(completeSetRows[i]): one statement
+// text (and prepared statement) per row count.
 var completeSetQueries = func() []string {
 	var qs []string
-	for n := 2; n <= maxGroupReports; n *= 2 {
+	for _, n := range completeSetRows {
 		qs = append(qs, completeSet(n))
 	}
 	return qs
@@ -248,11 +266,11 @@ var completeSetQueries = func() []string {
 // completeSetQuery returns the completeSet statement for n reports
 // (2 <= n <= maxGroupReports) and its number of rows.
 func completeSetQuery(n int) (string, int) {
-	i, rows := 0, 2
-	for rows < n {
-		i, rows = i+1, rows*2
+	i := 0
+	for completeSetRows[i] < n {
+		i++
 	}
-	return completeSetQueries[i], rows
+	return completeSetQueries[i], completeSetRows[i]
 }
 
 // groupReport is a success report that the writer may settle together

@@ -361,3 +361,16 @@ func TestGroupedReportsPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupedReportsPadding checks that a group of reports binds no more
+// padding rows than the statement sizes promise: at least its reports,
+// fewer than twice them, and under 32 rows of padding.
+func TestGroupedReportsPadding(t *testing.T) {
+	t.Parallel()
+	for n := 2; n <= 256; n++ {
+		rows := sqlitestore.CompleteRowsForTest(n)
+		if rows < n || rows >= 2*n || rows-n >= 32 {
+			t.Errorf("%d reports: a statement of %d rows", n, rows)
+		}
+	}
+}
