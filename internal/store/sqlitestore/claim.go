@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/jsonwire"
 	"github.com/rotahq/rota/internal/store"
 )
 
@@ -153,13 +154,21 @@ func loadKindBudget(ctx context.Context, tx *wtx, kind string, max int, now int6
 // INSERT for all). A multi-worker task's run is a row of run_log.
 func startRuns(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind string, picked []candidate, multi map[string]bool, now int64) ([]rota.ClaimedRun, error) {
 	out := make([]rota.ClaimedRun, 0, len(picked))
-	inRow := make(map[string]string, len(picked)) // task id → run id
+	var inRow []byte // {task id: run id, …}: the claims kept in task rows
 	retries := false
 	for _, c := range picked {
 		run, lease, deadline := c.Start(kind, p.NewRunID(), now)
 		out = append(out, run)
 		if !multi[c.ID] {
-			inRow[c.ID] = run.RunID
+			if inRow == nil {
+				inRow = make([]byte, 0, 2+len(picked)*(len(c.ID)+len(run.RunID)+6))
+				inRow = append(inRow, '{')
+			} else {
+				inRow = append(inRow, ',')
+			}
+			inRow = jsonwire.AppendString(inRow, c.ID)
+			inRow = append(inRow, ':')
+			inRow = jsonwire.AppendString(inRow, run.RunID)
 			retries = retries || c.Attempt > 0
 			continue
 		}
@@ -174,27 +183,25 @@ func startRuns(ctx context.Context, tx *wtx, p store.TaskClaimParams, kind strin
 			return nil, fmt.Errorf("sqlitestore: mark task running: %w", err)
 		}
 	}
-	if len(inRow) == 0 {
+	if inRow == nil {
 		return out, nil
 	}
-	return out, claimRows(ctx, tx, p, inRow, retries, now)
+	return out, claimRows(ctx, tx, p, string(append(inRow, '}')), retries, now)
 }
 
-// claimRows starts the runs of single-worker tasks in their rows: runs
-// maps task ids to their new run ids. The attempt, lease and deadline are
-// computed as store.ClaimCandidate.Start does, from the row. OR FAIL: see
+// claimRows starts the runs of single-worker tasks in their rows: j is a
+// JSON object of their task ids to their new run ids, written by
+// startRuns (encoding/json sorted and reflected over a map, a tenth of
+// the statement). The attempt, lease and deadline are computed as
+// store.ClaimCandidate.Start does, from the row. OR FAIL: see
 // noStatementJournal.
-func claimRows(ctx context.Context, tx *wtx, p store.TaskClaimParams, runs map[string]string, retries bool, now int64) error {
-	j, err := json.Marshal(runs)
-	if err != nil {
-		return fmt.Errorf("sqlitestore: encode claimed runs: %w", err)
-	}
+func claimRows(ctx context.Context, tx *wtx, p store.TaskClaimParams, j string, retries bool, now int64) error {
 	if retries {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO run_log (id, task_id, kind, worker_id, worker_address, attempt, status,
 			start_time, end_time, lease_expires_at, deadline, expires_at, stop_requested, message)
 			SELECT run_id, id, kind, run_worker, worker_address, attempt, run_status, run_start, run_end, run_lease,
 			run_deadline, 0, run_stop, run_message FROM tasks WHERE id IN (SELECT key FROM json_each(?)) AND run_id IS NOT NULL`,
-			string(j)); err != nil {
+			j); err != nil {
 			return fmt.Errorf("sqlitestore: keep the previous runs: %w", err)
 		}
 	}
@@ -203,7 +210,7 @@ func claimRows(ctx context.Context, tx *wtx, p store.TaskClaimParams, runs map[s
 		worker_address = ?2, updated_at = ?1, run_id = j.value, run_worker = ?3, run_status = 'RUNNING', run_start = ?1,
 		run_end = 0, run_lease = ?1 + hb_timeout_s * 1000, run_deadline = CASE WHEN timeout_s > 0 THEN ?1 + timeout_s * 1000 ELSE 0 END,
 		run_stop = 0, run_message = '' FROM json_each(?4) AS j WHERE tasks.id = j.key`,
-		now, p.WorkerAddress, p.WorkerID, string(j)); err != nil {
+		now, p.WorkerAddress, p.WorkerID, j); err != nil {
 		return fmt.Errorf("sqlitestore: mark tasks running: %w", err)
 	}
 	return nil
