@@ -374,3 +374,27 @@ func TestGroupedReportsPadding(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkEventAppend appends the events of a batch of 100 tasks (a
+// submit, a start and an end each) in one call, as the server's event
+// log does for a group of requests; -benchmem shows the allocations of
+// the encoding and the binding.
+func BenchmarkEventAppend(b *testing.B) {
+	st := open(b).(*sqlitestore.Store)
+	f := storetest.NewFixture(b, st)
+	now := f.At(0)
+	var evs []rota.Event
+	for range 100 {
+		id := f.NewTaskID(now)
+		for _, s := range []rota.Status{rota.StatusScheduled, rota.StatusRunning, rota.StatusSuccess} {
+			evs = append(evs, rota.Event{Time: now, Type: rota.EventTask, Kind: "bench", TaskID: id, RunID: f.NewRunID(), WorkerID: "w1", Status: s, Attempt: 1})
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := st.EventAppend(f.Ctx(), evs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
