@@ -16,7 +16,7 @@ import (
 // WHERE clause pins others (one worker, not stopped, the run the row's);
 // reading those back cost the writer a call into SQLite per column and
 // row (two, with the column's type), a fifth of the statement. So the
-// statement returns the other columns (settledCols) and settledRow fills
+// statement returns the other columns (settledCols) and settledScan.settle fills
 // in the rest from the report, as completeArgs settled it.
 
 // settledPinned are the columns of store.TaskColumns whose value after a
@@ -35,7 +35,7 @@ var settledPinned = map[string]func(dest any, st store.Settled){
 }
 
 // settledRead and settledSet are the positions, in store.TaskColumns, of
-// the columns the statement returns and of those settledRow fills in.
+// the columns the statement returns and of those settledScan.settle fills in.
 var settledRead, settledSet = func() (read, set []int) {
 	for i, c := range taskColumns {
 		if settledPinned[c] != nil {
