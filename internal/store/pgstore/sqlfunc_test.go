@@ -23,7 +23,9 @@ func sqlConn(t *testing.T, schema, fn string) (*pgx.Conn, string) {
 	return conn, pgx.Identifier{schema, fn}.Sanitize()
 }
 
-// TestRoundSlotSQL checks the SQL function round_slot against its Go
+// TestRoundSlotSQL checks the SQL function round_slot, and the pick's
+// restatement of it (roundLevelsSQL and slotSQL, which compute its values
+// from per-level constants without calling it), against their Go
 // transcription (which TestRoundSlotsMatchSQLite checks against
 // store.WeightedPick).
 func TestRoundSlotSQL(t *testing.T) {
@@ -31,52 +33,29 @@ func TestRoundSlotSQL(t *testing.T) {
 	schema := newSchema(t)
 	openSchema(t, schema, "n1")
 	conn, fn := sqlConn(t, schema, "round_slot")
-	for f := 0; f <= 5; f++ {
-		round := max(f, 1)*max(f, 1) + max(f, 1) + 1
-		for pos := -1; pos <= round; pos++ {
-			want := pgstore.RoundSlots(f, pos, 40)
-			for level := range 3 {
-				rows, err := conn.Query(t.Context(), `SELECT `+fn+`($1, $2, $3, i) FROM generate_series(0, 39) AS i ORDER BY i`, f, pos, level)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !slices.Equal(got, want[level]) {
-					t.Fatalf("round_slot(f %d, pos %d, level %d) = %v, want %v", f, pos, level, got, want[level])
-				}
-			}
-		}
+	queries := map[string]string{
+		"round_slot": `SELECT ` + fn + `($1, $2, $3, i) FROM generate_series(0, 39) AS i ORDER BY i`,
+		"the pick's slots": `WITH k AS (SELECT $1::int AS f, $2::int AS pos), ` + pgstore.RoundLevelsSQL + `
+			SELECT ` + pgstore.SlotSQL + ` FROM (SELECT i::bigint AS i, $3::smallint AS level FROM generate_series(0, 39) AS i) AS r
+			JOIN lv ON lv.level = r.level ORDER BY r.i`,
 	}
-}
-
-// TestPickSlotsSQL checks the pick's slots (roundLevelsSQL and slotSQL,
-// which compute round_slot's values without calling it) against the Go
-// transcription, as TestRoundSlotSQL checks round_slot.
-func TestPickSlotsSQL(t *testing.T) {
-	t.Parallel()
-	schema := newSchema(t)
-	openSchema(t, schema, "n1")
-	conn, _ := sqlConn(t, schema, "round_slot")
 	for f := 0; f <= 5; f++ {
 		round := max(f, 1)*max(f, 1) + max(f, 1) + 1
 		for pos := -1; pos <= round; pos++ {
 			want := pgstore.RoundSlots(f, pos, 40)
 			for level := range 3 {
-				rows, err := conn.Query(t.Context(), `WITH k AS (SELECT $1::int AS f, $2::int AS pos), `+pgstore.RoundLevelsSQL+`
-					SELECT `+pgstore.SlotSQL+` FROM (SELECT i::bigint AS i, $3::smallint AS level FROM generate_series(0, 39) AS i) AS r
-					JOIN lv ON lv.level = r.level ORDER BY r.i`, f, pos, level)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !slices.Equal(got, want[level]) {
-					t.Fatalf("pick slots (f %d, pos %d, level %d) = %v, want %v", f, pos, level, got, want[level])
+				for name, q := range queries {
+					rows, err := conn.Query(t.Context(), q, f, pos, level)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(got, want[level]) {
+						t.Fatalf("%s (f %d, pos %d, level %d) = %v, want %v", name, f, pos, level, got, want[level])
+					}
 				}
 			}
 		}
