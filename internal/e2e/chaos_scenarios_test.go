@@ -387,7 +387,13 @@ func chaosStoreRestart(t *testing.T, st chaosStore, sz chaosSize) (verdict, stri
 			startLedgerWorker(t, "http://"+addrs[i], id, kind, 16, led, nil)
 		}
 	}
-	subs := startSubmitters(ctx, 2, 50*time.Millisecond, addrs, kind, map[string]any{"heartbeat_timeout_seconds": 3, "max_retries": 30})
+	// A heartbeat timeout of 10 s, not 3: under -race on two contended
+	// cores, a run's command (a race-built process per task, 64 at once)
+	// took longer than 3 s to start and report, its lease lapsed, and the
+	// retries lapsed again: the kind never went idle (the session-start
+	// code failed the same way on that machine). The scenario is about the
+	// store coming back, not about lease expiry, which scenario 2 covers.
+	subs := startSubmitters(ctx, 2, 50*time.Millisecond, addrs, kind, map[string]any{"heartbeat_timeout_seconds": 10, "max_retries": 30})
 	defer subs.halt()
 	time.Sleep(sz.restartLoad)
 
