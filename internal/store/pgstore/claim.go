@@ -269,9 +269,9 @@ func claimableSQL(pinnedOnly bool, kind, worker, now string) string {
 	var probes []string
 	for level := range 3 {
 		lv := strconv.Itoa(level)
-		probes = append(probes, `(`+cols+` AND t.level = `+lv+` AND t.pinned AND `+worker+` = ANY (t.worker_ids) LIMIT 1)`)
+		probes = append(probes, `(`+cols+` AND t.level = `+lv+` AND t.pinned AND `+worker+` = ANY (t.worker_ids) ORDER BY t.run_at, t.id LIMIT 1)`)
 		if !pinnedOnly {
-			probes = append(probes, `(`+cols+` AND t.level = `+lv+` AND NOT t.pinned LIMIT 1)`)
+			probes = append(probes, `(`+cols+` AND t.level = `+lv+` AND NOT t.pinned ORDER BY t.run_at, t.id LIMIT 1)`)
 		}
 	}
 	return strings.Join(probes, " UNION ALL ")

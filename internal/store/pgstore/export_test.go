@@ -26,6 +26,10 @@ var (
 	CompleteFastSQL = completeFastSQL
 )
 
+// ClaimableSQL is the claim's "is there work" probe of kind $1 for worker
+// $2 at $3 (ms), for plan tests.
+var ClaimableSQL = claimableSQL(false, "$1::text", "$2::text", "$3::bigint")
+
 // RoundSlots exposes the Go transcription of round_slot to the tests.
 func RoundSlots(f, pos, n int) [3][]int64 { return roundSlots(f, pos, n) }
 
