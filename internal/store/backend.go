@@ -145,7 +145,33 @@ const DefaultTaskListLimit = 100
 // (from 1) in the backend's dialect. limit is the page size to hand to
 // p.Page.
 func TaskListQuery(p TaskListParams, placeholder func(n int) string) (query string, args []any, limit int) {
+	return TaskListQueryHinted(p, placeholder, nil)
+}
+
+// StatusHint returns a condition over the tasks table that every task
+// with one of statuses (one or more) meets, or "" for none: a backend's
+// way to let a prepared list statement use a partial index. A generic plan
+// cannot tell that status = $1 implies an index's predicate, but it sees
+// the predicate itself among the statement's conditions. The condition
+// must not filter out a task of those statuses; it only narrows the rows
+// the plan reads.
+type StatusHint func(statuses []rota.Status) string
+
+// TaskListQueryHinted is TaskListQuery with the condition hint gives for
+// p's status filter (when p has one and hint is not nil) added.
+func TaskListQueryHinted(p TaskListParams, placeholder func(n int) string, hint StatusHint) (query string, args []any, limit int) {
 	where, args := taskFilter(p, true, placeholder)
+	if hint != nil {
+		statuses := p.Statuses
+		if p.Status != "" {
+			statuses = []rota.Status{p.Status}
+		}
+		if len(statuses) > 0 {
+			if h := hint(statuses); h != "" {
+				where = append(where, "("+h+")")
+			}
+		}
+	}
 	orderBy, after := p.order(func(v any) string {
 		args = append(args, v)
 		return placeholder(len(args))

@@ -30,6 +30,9 @@ var (
 // $2 at $3 (ms), for plan tests.
 var ClaimableSQL = claimableSQL(false, "$1::text", "$2::text", "$3::bigint")
 
+// ListStatusHint is TaskList's store.StatusHint, for plan tests.
+var ListStatusHint store.StatusHint = listStatusHint
+
 // RoundSlots exposes the Go transcription of round_slot to the tests.
 func RoundSlots(f, pos, n int) [3][]int64 { return roundSlots(f, pos, n) }
 

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/store"
 	"github.com/rotahq/rota/internal/store/pgstore"
 )
 
@@ -97,4 +100,113 @@ func tasksScans(plan map[string]any, out []string) []string {
 		}
 	}
 	return out
+}
+
+// TestListPlansReadFewRows checks that lists by status read about the rows
+// they return, not the table, with generic plans (the store's connections
+// use them): 20,000 finished tasks and a few of each other state, and no
+// index led by status or kind on the hot path (migration 0012). Each list
+// must read (return plus filter out) at most a few rows more than the
+// tasks it lists, and list exactly those.
+func TestListPlansReadFewRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := newSchema(t)
+	st, err := pgstore.New(ctx, pgstore.Config{URL: testURL(), Schema: schema, NodeID: "node-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	conn, err := pgx.Connect(ctx, testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SET search_path TO `+pgx.Identifier{schema}.Sanitize()+`; SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	// Ids are time-ordered: the old tasks are the few open and failed
+	// ones, as with a backlog, so that the primary key read backwards
+	// meets the finished ones first.
+	if _, err := conn.Exec(ctx, `INSERT INTO tasks (id, kind, level, status, avail, max_retries, workers, timeout_s, hb_timeout_s,
+			end_time, created_at, run_at, updated_at, run_id, run_worker, run_status, running)
+		SELECT lpad(to_hex(i), 32, '0'), CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END, 1,
+			s.status, s.status = 'SCHEDULED', 0, 1, 0, 30, i, i, i, i,
+			CASE WHEN s.status = 'RUNNING' THEN 'r' || i END, CASE WHEN s.status = 'RUNNING' THEN 'w1' ELSE '' END,
+			CASE WHEN s.status = 'RUNNING' THEN 'RUNNING' ELSE '' END, CASE WHEN s.status = 'RUNNING' THEN 1 ELSE 0 END
+		FROM generate_series(1, 20030) AS i
+		CROSS JOIN LATERAL (SELECT CASE WHEN i <= 10 THEN 'SCHEDULED' WHEN i <= 20 THEN 'RUNNING'
+			WHEN i <= 25 THEN 'FAILED' WHEN i <= 30 THEN 'CANCELED' ELSE 'SUCCESS' END AS status) AS s;
+		ANALYZE tasks`); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		p    store.TaskListParams
+		want int
+	}{
+		{"SCHEDULED", store.TaskListParams{Status: rota.StatusScheduled}, 10},
+		{"RUNNING", store.TaskListParams{Status: rota.StatusRunning}, 10},
+		{"FAILED", store.TaskListParams{Status: rota.StatusFailed}, 5},
+		{"FAILED or CANCELED", store.TaskListParams{Statuses: []rota.Status{rota.StatusFailed, rota.StatusCanceled}}, 10},
+		{"FAILED of kind a", store.TaskListParams{Status: rota.StatusFailed, Kind: "a"}, 2},
+		{"RUNNING of kind b", store.TaskListParams{Status: rota.StatusRunning, Kind: "b"}, 5},
+	} {
+		q, args, _ := store.TaskListQueryHinted(c.p, func(n int) string { return fmt.Sprintf("$%d", n) }, pgstore.ListStatusHint)
+		// EXPLAIN of a statement with parameters plans it for their
+		// values; EXPLAIN EXECUTE of a prepared one uses its generic plan.
+		lits := make([]string, len(args))
+		for i, a := range args {
+			switch a := a.(type) {
+			case string:
+				lits[i] = "'" + strings.ReplaceAll(a, "'", "''") + "'"
+			default:
+				lits[i] = fmt.Sprint(a)
+			}
+		}
+		var plan []map[string]any
+		if _, err := conn.Exec(ctx, `PREPARE lq AS `+q); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if err := conn.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE lq (`+strings.Join(lits, ", ")+`)`).Scan(&plan); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if _, err := conn.Exec(ctx, `DEALLOCATE lq`); err != nil {
+			t.Fatal(err)
+		}
+		root := plan[0]["Plan"].(map[string]any)
+		if got := int(root["Actual Rows"].(float64)); got != c.want {
+			t.Errorf("%s: %d tasks listed, want %d", c.name, got, c.want)
+		}
+		if read := tasksRowsRead(root); read > c.want+25 {
+			out, _ := json.Marshal(plan)
+			t.Errorf("%s: the plan read %d rows of tasks to list %d; plan: %s", c.name, read, c.want, out)
+		}
+		res, err := st.TaskList(ctx, c.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Tasks) != c.want {
+			t.Errorf("%s: TaskList gave %d tasks, want %d", c.name, len(res.Tasks), c.want)
+		}
+	}
+}
+
+// tasksRowsRead sums the rows each node of plan reading the tasks table
+// returned or filtered out (over all its loops).
+func tasksRowsRead(plan map[string]any) int {
+	n := 0
+	if plan["Relation Name"] == "tasks" {
+		loops, _ := plan["Actual Loops"].(float64)
+		rows, _ := plan["Actual Rows"].(float64)
+		removed, _ := plan["Rows Removed by Filter"].(float64)
+		rechecked, _ := plan["Rows Removed by Index Recheck"].(float64)
+		n += int((rows + removed + rechecked) * max(loops, 1))
+	}
+	if subs, ok := plan["Plans"].([]any); ok {
+		for _, sub := range subs {
+			n += tasksRowsRead(sub.(map[string]any))
+		}
+	}
+	return n
 }

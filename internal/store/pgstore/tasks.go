@@ -519,9 +519,38 @@ func (s *Store) TaskGet(ctx context.Context, id string) (*rota.Task, error) {
 	return t, nil
 }
 
+// statusListPred is the predicate of tasks_status_list (migration 0012),
+// as a list statement repeats it.
+const statusListPred = `status <> 'SUCCESS' AND status <> 'RUNNING'`
+
+// listStatusHint is the store.StatusHint of TaskList: the predicate of
+// tasks_status_list when none of statuses is SUCCESS or RUNNING; for
+// RUNNING alone, the tasks of RUNNING runs (a RUNNING task has one: the
+// invariant "RUNNING task without running runs" of Check), which
+// tasks_running and run_log's partial indexes find; else nothing, and the
+// list reads the primary key.
+func listStatusHint(statuses []rota.Status) string {
+	running := false
+	for _, st := range statuses {
+		switch st {
+		case rota.StatusSuccess:
+			return ""
+		case rota.StatusRunning:
+			running = true
+		}
+	}
+	if !running {
+		return statusListPred
+	}
+	if slices.ContainsFunc(statuses, func(st rota.Status) bool { return st != rota.StatusRunning }) {
+		return ""
+	}
+	return `id IN (SELECT task_id FROM runs WHERE status = 'RUNNING')`
+}
+
 // TaskList implements store.Store.
 func (s *Store) TaskList(ctx context.Context, p store.TaskListParams) (store.TaskListResult, error) {
-	q, args, limit := store.TaskListQuery(p, func(n int) string { return "$" + strconv.Itoa(n) })
+	q, args, limit := store.TaskListQueryHinted(p, func(n int) string { return "$" + strconv.Itoa(n) }, listStatusHint)
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return store.TaskListResult{}, s.translate("list tasks", err)
