@@ -33,6 +33,10 @@ var ClaimableSQL = claimableSQL(false, "$1::text", "$2::text", "$3::bigint")
 // ListStatusHint is TaskList's store.StatusHint, for plan tests.
 var ListStatusHint store.StatusHint = listStatusHint
 
+// PinnedWaitingSQL is TaskPinnedWaiting's statement ($1 now in ms, $2
+// the most groups), for plan tests.
+const PinnedWaitingSQL = pinnedWaitingSQL
+
 // RoundSlots exposes the Go transcription of round_slot to the tests.
 func RoundSlots(f, pos, n int) [3][]int64 { return roundSlots(f, pos, n) }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -209,4 +210,46 @@ func tasksRowsRead(plan map[string]any) int {
 		}
 	}
 	return n
+}
+
+// TestPinnedWaitingReadsPinnedOnly checks that the no-worker alarm's read
+// of waiting pinned tasks (TaskPinnedWaiting) reads those, not every
+// waiting task: 20,000 unpinned tasks wait beside 3 pinned ones.
+func TestPinnedWaitingReadsPinnedOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := newSchema(t)
+	st, err := pgstore.New(ctx, pgstore.Config{URL: testURL(), Schema: schema, NodeID: "node-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	conn, err := pgx.Connect(ctx, testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SET search_path TO `+pgx.Identifier{schema}.Sanitize()+`; SET plan_cache_mode = force_generic_plan;
+		INSERT INTO tasks (id, kind, level, status, avail, max_retries, workers, timeout_s, hb_timeout_s,
+			created_at, run_at, updated_at, worker_ids)
+		SELECT lpad(to_hex(i), 32, '0'), 'k', i % 3, 'SCHEDULED', true, 0, 1, 0, 30, i, i, i,
+			CASE WHEN i <= 3 THEN ARRAY['w' || i] ELSE '{}' END
+		FROM generate_series(1, 20003) AS i;
+		ANALYZE tasks;
+		PREPARE pw (bigint, int) AS `+pgstore.PinnedWaitingSQL); err != nil {
+		t.Fatal(err)
+	}
+	var plan []map[string]any
+	if err := conn.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE pw (100000, 100)`).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	root := plan[0]["Plan"].(map[string]any)
+	if read := tasksRowsRead(root); read > 10 {
+		out, _ := json.Marshal(plan)
+		t.Errorf("the read of waiting pinned tasks read %d rows of tasks for 3; plan: %s", read, out)
+	}
+	got, err := st.TaskPinnedWaiting(ctx, time.UnixMilli(100000))
+	if err != nil || len(got) != 3 {
+		t.Fatalf("TaskPinnedWaiting = %+v, %v; want 3 groups", got, err)
+	}
 }

@@ -33,11 +33,16 @@ func (s *Store) WorkerRunsActive(ctx context.Context, workerIDs []string) (map[s
 	return out, nil
 }
 
+// pinnedWaitingSQL groups the pinned tasks waiting at $1 by kind and
+// worker ids (at most $2 groups), reading tasks_pinned_waiting (migration
+// 0013).
+const pinnedWaitingSQL = `SELECT kind, worker_ids, min(run_at) FROM tasks
+		WHERE avail AND status = 'SCHEDULED' AND pinned AND run_at <= $1
+		GROUP BY kind, worker_ids ORDER BY kind LIMIT $2`
+
 // TaskPinnedWaiting implements store.Store.
 func (s *Store) TaskPinnedWaiting(ctx context.Context, now time.Time) ([]store.PinnedWaiting, error) {
-	rows, err := s.pool.Query(ctx, `SELECT kind, worker_ids, min(run_at) FROM tasks
-		WHERE avail AND status = 'SCHEDULED' AND pinned AND run_at <= $1
-		GROUP BY kind, worker_ids ORDER BY kind LIMIT $2`, ms(now), store.MaxPinnedGroups)
+	rows, err := s.pool.Query(ctx, pinnedWaitingSQL, ms(now), store.MaxPinnedGroups)
 	if err != nil {
 		return nil, s.translate("pinned waiting", err)
 	}
