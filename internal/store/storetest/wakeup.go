@@ -32,8 +32,27 @@ func WakeUp(t testing.TB, a, b store.Store, kind string, n int) (p50, p99 time.D
 		})
 	}()
 	defer func() { cancel(); <-done }()
-	time.Sleep(100 * time.Millisecond) // the subscription is set up
 	fb := NewFixture(t, b)
+	// The subscription is set up when a first insert is heard: Subscribe
+	// says nothing when it listens, and a fixed pause before the first
+	// insert lost its notification on a loaded machine (TestCrossNodeWakeUp
+	// failed at insert 0). Insert until one is heard, one insert every 2 s
+	// (the bound of each insert below), for up to 30 s.
+	for ready, deadline := false, time.Now().Add(30*time.Second); !ready; {
+		fb.InsertNew(kind, fb.At(0))
+		select {
+		case <-heard:
+			ready = true
+		case <-time.After(2 * time.Second):
+			if time.Now().After(deadline) {
+				t.Fatalf("no wake-up on the other node within 30 s of subscribing")
+			}
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // late wake-ups of earlier warm-up inserts
+	for len(heard) > 0 {
+		<-heard
+	}
 	lat := make([]time.Duration, 0, n)
 	for i := range n {
 		start := time.Now()
