@@ -37,6 +37,9 @@ var ListStatusHint store.StatusHint = listStatusHint
 // the most groups), for plan tests.
 const PinnedWaitingSQL = pinnedWaitingSQL
 
+// InsertStartedSQL is TaskInsertStarted's statement, for plan tests.
+const InsertStartedSQL = insertStartedSQL
+
 // RoundSlots exposes the Go transcription of round_slot to the tests.
 func RoundSlots(f, pos, n int) [3][]int64 { return roundSlots(f, pos, n) }
 

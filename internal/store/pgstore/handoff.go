@@ -81,7 +81,13 @@ func (s *Store) TaskInsertStarted(ctx context.Context, p store.TaskInsertParams,
 // and fire time $11) and, when ok (see the comment at the top of this
 // file), RUNNING with the run $14 of worker $12 at address $13 started at
 // $17, leased until $15, deadline $16; else waiting, as insertOneSQL
-// inserts it. It returns whether the run started.
+// inserts it. It returns whether the run started. Each probe for an
+// unpinned task waiting at a level reads the head of tasks_ready: its
+// order (run_at, id) leaves a generic plan no other index, where without
+// it a plan made while the table was small scanned the table
+// (TestHandoffProbesReadReadyIndex). g is computed once (OFFSET 0 keeps the
+// planner from pulling it up): pulled up, each of the thirteen references
+// to g.ok carried its own copy of the five probes, each run on its own.
 const insertStartedSQL = `INSERT INTO tasks (id, kind, level, payload, status, max_retries, workers, timeout_s, hb_timeout_s,
 		created_at, run_at, schedule_id, fire_time, updated_at,
 		attempt, running, avail, holders, start_time, worker_address,
@@ -95,8 +101,11 @@ const insertStartedSQL = `INSERT INTO tasks (id, kind, level, payload, status, m
 		CASE WHEN g.ok THEN $15::bigint ELSE 0 END, CASE WHEN g.ok THEN $16::bigint ELSE 0 END
 	FROM (SELECT EXISTS (SELECT 1 FROM kinds WHERE name = $2 AND NOT paused AND max_running = 0 AND rate = 0)
 		AND EXISTS (SELECT 1 FROM workers WHERE id = $12 AND NOT stop_requested AND NOT deregistered)
-		AND NOT EXISTS (SELECT 1 FROM tasks WHERE avail AND kind = $2 AND level = 0 AND NOT pinned AND run_at <= $17)
-		AND NOT EXISTS (SELECT 1 FROM tasks WHERE avail AND kind = $2 AND level = 1 AND NOT pinned AND run_at <= $17)
-		AND NOT EXISTS (SELECT 1 FROM tasks WHERE avail AND kind = $2 AND level = 2 AND NOT pinned AND run_at <= $17)
-		AS ok) AS g
+		AND NOT EXISTS (SELECT 1 FROM (SELECT 1 FROM tasks WHERE avail AND kind = $2 AND level = 0 AND NOT pinned AND run_at <= $17
+			ORDER BY run_at, id LIMIT 1) AS w)
+		AND NOT EXISTS (SELECT 1 FROM (SELECT 1 FROM tasks WHERE avail AND kind = $2 AND level = 1 AND NOT pinned AND run_at <= $17
+			ORDER BY run_at, id LIMIT 1) AS w)
+		AND NOT EXISTS (SELECT 1 FROM (SELECT 1 FROM tasks WHERE avail AND kind = $2 AND level = 2 AND NOT pinned AND run_at <= $17
+			ORDER BY run_at, id LIMIT 1) AS w)
+		AS ok OFFSET 0) AS g
 	RETURNING status = 'RUNNING'`

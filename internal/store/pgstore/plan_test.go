@@ -256,3 +256,62 @@ func TestPinnedWaitingReadsPinnedOnly(t *testing.T) {
 		t.Fatalf("TaskPinnedWaiting = %+v, %v; want 3 groups", got, err)
 	}
 }
+
+// TestHandoffProbesReadReadyIndex checks the generic plan of the submit
+// that starts its task's run for a sleeping claim (insertStartedSQL): its
+// probes for unpinned tasks waiting at each level must read tasks_ready,
+// whatever the statistics. Written as NOT EXISTS without an order, a plan
+// made while the table held a hundred claimable tasks was a sequential
+// scan, which reads every finished task once they pile up.
+func TestHandoffProbesReadReadyIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := newSchema(t)
+	st, err := pgstore.New(ctx, pgstore.Config{URL: testURL(), Schema: schema, NodeID: "node-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	conn, err := pgx.Connect(ctx, testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SET search_path TO `+pgx.Identifier{schema}.Sanitize()+`; SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ rows, avail int }{{100, 100}, {1000, 500}, {20000, 0}} {
+		if _, err := conn.Exec(ctx, `TRUNCATE tasks CASCADE`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, `INSERT INTO tasks (id, kind, level, status, avail, max_retries, workers, timeout_s, hb_timeout_s,
+				end_time, created_at, run_at, updated_at)
+			SELECT lpad(to_hex(i), 32, '0'), 'k', 1, CASE WHEN i <= $2 THEN 'SCHEDULED' ELSE 'SUCCESS' END, i <= $2, 0, 1, 0, 30, i, i, i, i
+			FROM generate_series(1, $1::int) AS i`, c.rows, c.avail); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, `ANALYZE tasks; PREPARE hand AS `+pgstore.InsertStartedSQL); err != nil {
+			t.Fatal(err)
+		}
+		var plan []map[string]any
+		if err := conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE hand ('t', 'k', 1, '{}', 0, 0, 30, 1, 1, '', 0, 'w1', '', 'r1', 99, 0, 1)`).Scan(&plan); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, `DEALLOCATE hand`); err != nil {
+			t.Fatal(err)
+		}
+		// The insert itself (ModifyTable), then one probe a level.
+		scans := tasksScans(plan[0]["Plan"].(map[string]any), nil)
+		if len(scans) != 4 || scans[0] != "ModifyTable" {
+			t.Fatalf("%d tasks, %d claimable: scans of tasks %v, want the insert and 3 probes (one a level)", c.rows, c.avail, scans)
+		}
+		scans = scans[1:]
+		for _, s := range scans {
+			if s != "tasks_ready" {
+				out, _ := json.Marshal(plan)
+				t.Errorf("%d tasks, %d claimable: a probe reads tasks by %q, want tasks_ready; plan: %s", c.rows, c.avail, s, out)
+				break
+			}
+		}
+	}
+}
