@@ -133,6 +133,12 @@ type Dispatcher struct {
 
 	quit     chan struct{} // closed by Stop: waiting claims return at once
 	stopOnce sync.Once
+
+	// The release timers of runs handed to expected claims (between.go):
+	// Stop waits for them.
+	between        sync.WaitGroup
+	betweenMu      sync.Mutex // guards betweenStopped and between's Add
+	betweenStopped bool
 }
 
 // New returns a Dispatcher; Start must be called to run its services.
@@ -224,6 +230,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // waiting for them. It is idempotent.
 func (d *Dispatcher) Stop() {
 	d.stopOnce.Do(func() { close(d.quit) })
+	d.betweenMu.Lock()
+	d.betweenStopped = true
+	d.betweenMu.Unlock()
+	d.between.Wait() // released the runs no claim collected
 	d.noWorker.Stop()
 	d.listener.Stop()
 	d.retention.Stop()

@@ -29,7 +29,8 @@ func (d *Dispatcher) submitStarted(ctx context.Context, p store.TaskInsertParams
 	}
 	w := d.waiters.take(p.Kind)
 	if w == nil {
-		return nil, false, nil
+		// None asleep: a worker's claim may be on its way (between.go).
+		return d.submitNext(ctx, st, p)
 	}
 	var runs []rota.ClaimedRun
 	// The claim waits for exactly one value (see waiters.take), sent once

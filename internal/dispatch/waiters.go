@@ -12,8 +12,9 @@ import (
 // looks at the store, so a wake-up that lands between the look and the
 // sleep is never missed. It has no background loop.
 type waiters struct {
-	mu     sync.Mutex           // guards byKind
-	byKind map[string][]*waiter // oldest first
+	mu     sync.Mutex              // guards byKind, next and the nextClaims
+	byKind map[string][]*waiter    // oldest first
+	next   map[string][]*nextClaim // expected next claims by kind (between.go)
 }
 
 // waiter is one waiting claim.
@@ -32,7 +33,9 @@ type waiter struct {
 	handed          chan []rota.ClaimedRun // buffered 1
 }
 
-func newWaiters() *waiters { return &waiters{byKind: map[string][]*waiter{}} }
+func newWaiters() *waiters {
+	return &waiters{byKind: map[string][]*waiter{}, next: map[string][]*nextClaim{}}
+}
 
 // notify wakes up to n waiters of kind that may take unpinned tasks (all of
 // them when n < 0), and with pinned every PinnedOnly waiter as well. A
