@@ -11,14 +11,18 @@ import (
 )
 
 // lookingStore counts the claims' looks at the store (TaskClaim), beside
-// a startingStore's hand-offs.
+// a startingStore's hand-offs; with lookGate set, each look waits for it.
 type lookingStore struct {
 	*startingStore
-	looks atomic.Int32
+	looks    atomic.Int32
+	lookGate chan struct{}
 }
 
 func (s *lookingStore) TaskClaim(ctx context.Context, p store.TaskClaimParams) (store.TaskClaimResult, error) {
 	s.looks.Add(1)
+	if s.lookGate != nil {
+		<-s.lookGate
+	}
 	return s.startingStore.TaskClaim(ctx, p)
 }
 
@@ -216,5 +220,80 @@ func TestNextClaimWaitsForHandOffInFlight(t *testing.T) {
 	third := <-done
 	if res := f.claimNow("w1", "k", 4); len(res.Runs) != 1 || res.Runs[0].TaskID != third.ID {
 		t.Fatalf("following claim = %+v, want task %s", res, third.ID)
+	}
+}
+
+// TestSubmitHandsTaskToLookingClaim: a lone task submitted while a claim
+// of its kind looks at the store (registered, not asleep) is handed to the
+// claim's box, and the claim, whose look finds nothing, answers with it at
+// once instead of sleeping.
+func TestSubmitHandsTaskToLookingClaim(t *testing.T) {
+	t.Parallel()
+	f, ls := setupBetween(t, nil)
+	ls.lookGate = make(chan struct{})
+	got := make(chan store.TaskClaimResult, 1)
+	go func() { got <- f.claimNow("w1", "k", 4) }()
+	f.eventually("claim looking", func() bool { return ls.looks.Load() == 1 })
+	task := f.submit("k", time.Time{})
+	if n := ls.calls.Load(); n != 1 {
+		t.Fatalf("TaskInsertStarted called %d times, want 1 (the hand-off to the looking claim)", n)
+	}
+	close(ls.lookGate)
+	res := receive(t, got)
+	if len(res.Runs) != 1 || res.Runs[0].TaskID != task.ID {
+		t.Fatalf("claim = %+v, want task %s", res, task.ID)
+	}
+	if n := ls.looks.Load(); n != 1 {
+		t.Errorf("the claim looked at the store %d times, want 1", n)
+	}
+}
+
+// TestWaitingHint: the hint that tasks inserted waiting may still wait is
+// cleared only by a look that started after every such insert and took
+// fewer tasks than it could.
+func TestWaitingHint(t *testing.T) {
+	t.Parallel()
+	ws := newWaiters()
+	if ws.waiting("k") {
+		t.Fatal("waiting before any insert")
+	}
+	ws.markWaiting("k")
+	mark := ws.lookStart("k")
+	ws.markWaiting("k") // inserted while the look ran: it may not have seen it
+	ws.lookEnd("k", mark)
+	if !ws.waiting("k") {
+		t.Fatal("cleared by a look that started before the last insert")
+	}
+	ws.lookEnd("k", ws.lookStart("k"))
+	if ws.waiting("k") {
+		t.Fatal("still waiting after a look that saw every insert")
+	}
+	if ws.waiting("other") {
+		t.Fatal("another kind waits")
+	}
+}
+
+// TestHandedClaimLooksForWaitingTasks: a claim answered from handed runs
+// looks at the store as well while tasks inserted waiting may wait (here
+// one submitted when the box had no room left), so they do not wait for
+// the box to run dry.
+func TestHandedClaimLooksForWaitingTasks(t *testing.T) {
+	t.Parallel()
+	f, ls := setupBetween(t, nil)
+	f.firstClaim("w1", "k", 3) // room for 2
+	handed := f.submit("k", time.Time{})
+	f.submit("k", time.Time{}) // handed too: no room left
+	waiting := f.submit("k", time.Time{})
+	if n := ls.calls.Load(); n != 2 {
+		t.Fatalf("TaskInsertStarted called %d times, want 2", n)
+	}
+	res := f.claimNow("w1", "k", 4)
+	if len(res.Runs) != 3 || res.Runs[0].TaskID != handed.ID || res.Runs[2].TaskID != waiting.ID {
+		t.Fatalf("next claim = %+v, want the 2 handed tasks then %s", res, waiting.ID)
+	}
+	// The look took every task it saw: hand-offs resume.
+	f.submit("k", time.Time{})
+	if n := ls.calls.Load(); n != 3 {
+		t.Fatalf("TaskInsertStarted called %d times after the look, want 3", n)
 	}
 }

@@ -36,29 +36,35 @@ func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaim
 	}
 	wait := min(r.Wait, d.cfg.MaxWait)
 	c := d.cfg.Clock
-	if handed, looked := d.waiters.collect(r); len(handed) > 0 {
-		// Runs handed to this claim before it came (between.go).
-		return d.claimHanded(ctx, r, wait, handed, looked)
-	}
 	end := c.Now().Add(wait)
 	var w *waiter
 	if wait > 0 {
 		w = d.waiters.register(r)
 		defer d.waiters.unregister(w)
 	}
+	// The worker's box (between.go): runs handed to it before this claim
+	// came and while it looks at the store.
+	box, looked := d.waiters.own(r, w)
 	woken := false // the look follows a wake-up: work is likely
 	for {
-		looked := c.Now()
-		res, err := d.cfg.Store.TaskClaim(ctx, store.TaskClaimParams{
+		if runs := d.takeHanded(ctx, r, box, r.Max); len(runs) > 0 {
+			return d.claimHanded(ctx, r, box, wait, runs, looked)
+		}
+		looked = c.Now()
+		res, err := d.look(ctx, store.TaskClaimParams{
 			WorkerID: r.WorkerID, WorkerAddress: r.Address, Kinds: r.Kinds, Max: r.Max,
 			Wait: wait, Now: looked, NewRunID: d.newRunID, RunIDBlock: d.runIDBlock, PinnedOnly: r.PinnedOnly, Woken: woken,
 		})
 		if err != nil || len(res.Runs) > 0 || res.Drain || wait <= 0 {
-			return d.claimed(ctx, r, res, err, false, looked)
+			if err == nil && len(res.Runs) > 0 {
+				// With the runs handed meanwhile, if any.
+				res.Runs = append(res.Runs, d.takeHanded(ctx, r, box, r.Max-len(res.Runs))...)
+			}
+			return d.claimed(ctx, r, box, res, err, false, looked)
 		}
 		left := end.Sub(c.Now())
 		if left <= 0 {
-			return res, nil
+			return d.claimed(ctx, r, box, res, nil, false, looked)
 		}
 		sleep := min(left, d.cfg.SafetyPoll)
 		if !res.RateLimitedUntil.IsZero() {
@@ -70,10 +76,13 @@ func (d *Dispatcher) Claim(ctx context.Context, r ClaimRequest) (store.TaskClaim
 		if len(runs) > 0 {
 			// Handed by a submit (handoff.go): the run started with the
 			// task's insert.
-			return d.claimed(ctx, r, store.TaskClaimResult{Runs: runs}, nil, gone, looked)
+			if !gone {
+				runs = append(runs, d.takeHanded(ctx, r, box, r.Max-len(runs))...)
+			}
+			return d.claimed(ctx, r, box, store.TaskClaimResult{Runs: runs}, nil, gone, looked)
 		}
 		if gone {
-			return store.TaskClaimResult{}, nil
+			return d.claimed(ctx, r, box, store.TaskClaimResult{}, nil, true, looked)
 		}
 	}
 }
@@ -107,52 +116,60 @@ func (d *Dispatcher) sleep(ctx context.Context, w *waiter, dur time.Duration) (r
 	return runs, woken || got, gone
 }
 
-// claimHanded answers the claim r with the runs handed to it before it
-// came (between.go), at most r.Max of them (the others are released). It
-// looks at the store as well, for more runs up to r.Max without waiting,
-// when the worker's last look (looked) is older than betweenLook.
-func (d *Dispatcher) claimHanded(ctx context.Context, r ClaimRequest, wait time.Duration, runs []rota.ClaimedRun, looked time.Time) (store.TaskClaimResult, error) {
-	if len(runs) > r.Max {
-		d.releaseAbandoned(context.WithoutCancel(ctx), r.WorkerID, runs[r.Max:])
-		runs = runs[:r.Max]
-	}
+// claimHanded answers the claim r with the runs handed to its box
+// (between.go). It looks at the store as well, for more runs up to r.Max
+// without waiting, when the worker's last look (looked) is older than
+// betweenLook.
+func (d *Dispatcher) claimHanded(ctx context.Context, r ClaimRequest, box *nextClaim, wait time.Duration, runs []rota.ClaimedRun, looked time.Time) (store.TaskClaimResult, error) {
 	now := d.cfg.Clock.Now()
-	if now.Sub(looked) < betweenLook {
-		return d.claimed(ctx, r, store.TaskClaimResult{Runs: runs}, nil, false, looked)
+	waiting := d.waiters.waiting(r.Kinds[0])
+	if now.Sub(looked) < betweenLook && !waiting {
+		return d.claimed(ctx, r, box, store.TaskClaimResult{Runs: runs}, nil, false, looked)
 	}
-	res, err := d.cfg.Store.TaskClaim(ctx, store.TaskClaimParams{
+	res, err := d.look(ctx, store.TaskClaimParams{
 		WorkerID: r.WorkerID, WorkerAddress: r.Address, Kinds: r.Kinds, Max: r.Max - len(runs),
-		Wait: wait, Now: now, NewRunID: d.newRunID, RunIDBlock: d.runIDBlock,
+		Wait: wait, Now: now, NewRunID: d.newRunID, RunIDBlock: d.runIDBlock, Woken: waiting,
 	})
 	switch {
 	case err != nil:
 		// The runs are the worker's all the same; the next claim looks again.
 		d.cfg.Logger.Warn("dispatch: a claim's look beside its handed runs", "worker", r.WorkerID, "err", err)
-		return d.claimed(ctx, r, store.TaskClaimResult{Runs: runs}, nil, false, looked)
+		return d.claimed(ctx, r, box, store.TaskClaimResult{Runs: runs}, nil, false, looked)
 	case res.Drain:
 		d.releaseAbandoned(context.WithoutCancel(ctx), r.WorkerID, runs)
-		return d.claimed(ctx, r, res, nil, false, now)
+		return d.claimed(ctx, r, box, res, nil, false, now)
 	}
 	res.Runs = append(runs, res.Runs...)
-	return d.claimed(ctx, r, res, nil, false, now)
+	return d.claimed(ctx, r, box, res, nil, false, now)
 }
 
 // claimed is the answer to the claim r that got res after a look at the
-// store at looked: it announces the runs and expects the worker's next
-// claim (between.go), or, when the caller went away meanwhile (ctx ended,
-// or gone), hands them back and answers nothing.
-func (d *Dispatcher) claimed(ctx context.Context, r ClaimRequest, res store.TaskClaimResult, err error, gone bool, looked time.Time) (store.TaskClaimResult, error) {
+// store at looked: it announces the runs and leaves the worker's box
+// (between.go) to its next claim, or, when the caller went away meanwhile
+// (ctx ended, or gone), hands the runs back, the box's too, and answers
+// nothing.
+func (d *Dispatcher) claimed(ctx context.Context, r ClaimRequest, box *nextClaim, res store.TaskClaimResult, err error, gone bool, looked time.Time) (store.TaskClaimResult, error) {
 	d.emitClaimed(r.WorkerID, res.Runs)
-	if len(res.Runs) > 0 && (gone || ctx.Err() != nil) {
+	if gone || ctx.Err() != nil || res.Drain {
 		// The caller went away (a long-poll whose client hung up, a node
-		// shutting down) while the claim committed: nobody will run these.
-		// Hand them back now rather than let them sit RUNNING until their
-		// lease lapses.
-		d.releaseAbandoned(context.WithoutCancel(ctx), r.WorkerID, res.Runs)
-		return store.TaskClaimResult{}, nil
+		// shutting down) while the claim committed, or the worker drains:
+		// nobody will run these. Hand them back now rather than let them
+		// sit RUNNING until their lease lapses.
+		var runs []rota.ClaimedRun
+		if box != nil {
+			runs, _ = d.waiters.detach(box, -1)
+		}
+		if !res.Drain {
+			runs = append(runs, res.Runs...)
+			res = store.TaskClaimResult{}
+		}
+		if len(runs) > 0 {
+			d.releaseAbandoned(context.WithoutCancel(ctx), r.WorkerID, runs)
+		}
+		return res, err
 	}
-	if err == nil && len(res.Runs) > 0 && !res.Drain && !d.stopping() {
-		d.waiters.expectNext(r, len(res.Runs), d.cfg.Clock.Now(), looked)
+	if box != nil {
+		d.waiters.disown(box, r, len(res.Runs), d.cfg.Clock.Now(), looked)
 	}
 	return res, err
 }

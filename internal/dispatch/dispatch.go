@@ -134,7 +134,7 @@ type Dispatcher struct {
 	quit     chan struct{} // closed by Stop: waiting claims return at once
 	stopOnce sync.Once
 
-	// The release timers of runs handed to expected claims (between.go):
+	// The release timers of runs handed to the workers' boxes (between.go):
 	// Stop waits for them.
 	between        sync.WaitGroup
 	betweenMu      sync.Mutex // guards betweenStopped and between's Add

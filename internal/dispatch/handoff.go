@@ -24,7 +24,9 @@ type starter interface {
 // sleeps.
 func (d *Dispatcher) submitStarted(ctx context.Context, p store.TaskInsertParams) ([]store.TaskInsertResult, bool, error) {
 	st, ok := d.cfg.Store.(starter)
-	if !ok {
+	if !ok || d.waiters.waiting(p.Kind) {
+		// (Waiting tasks of the kind: the store would refuse, see
+		// between.go.)
 		return nil, false, nil
 	}
 	w := d.waiters.take(p.Kind)
@@ -51,6 +53,7 @@ func (d *Dispatcher) submitStarted(ctx context.Context, p store.TaskInsertParams
 		// Waiting: the taken claim looks at the store again at once; other
 		// claims of the kind hear of it as of any submit (the taken one is
 		// not woken, see waiters.notify).
+		d.waiters.markWaiting(t.Kind)
 		d.Notify(t.Kind, 1)
 	}
 	return []store.TaskInsertResult{res}, true, nil

@@ -45,6 +45,9 @@ func (d *Dispatcher) Submit(ctx context.Context, ps []store.TaskInsertParams) ([
 		}
 	}
 	for k, n := range ready {
+		if n > 0 {
+			d.waiters.markWaiting(k) // see between.go
+		}
 		d.Notify(k, n)
 	}
 	return res, nil

@@ -14,7 +14,8 @@ import (
 type waiters struct {
 	mu     sync.Mutex              // guards byKind, next and the nextClaims
 	byKind map[string][]*waiter    // oldest first
-	next   map[string][]*nextClaim // expected next claims by kind (between.go)
+	next   map[string][]*nextClaim // the workers' boxes by kind (between.go)
+	seq    map[string]*kindSeq     // the waiting hint by kind (between.go)
 }
 
 // waiter is one waiting claim.
@@ -34,7 +35,7 @@ type waiter struct {
 }
 
 func newWaiters() *waiters {
-	return &waiters{byKind: map[string][]*waiter{}, next: map[string][]*nextClaim{}}
+	return &waiters{byKind: map[string][]*waiter{}, next: map[string][]*nextClaim{}, seq: map[string]*kindSeq{}}
 }
 
 // notify wakes up to n waiters of kind that may take unpinned tasks (all of
