@@ -269,6 +269,26 @@ func (d *Dispatcher) holdNext(n *nextClaim, gen int) {
 	}()
 }
 
+// dropBoxes releases the runs handed to the boxes of worker, which no
+// claim of it will take (it deregistered: the store hands it no more).
+func (d *Dispatcher) dropBoxes(ctx context.Context, worker string) {
+	d.waiters.mu.Lock()
+	var boxes []*nextClaim
+	for _, list := range d.waiters.next {
+		for _, n := range list {
+			if n.worker == worker {
+				boxes = append(boxes, n)
+			}
+		}
+	}
+	d.waiters.mu.Unlock()
+	for _, n := range boxes {
+		if runs, ok := d.waiters.detach(n, -1); ok && len(runs) > 0 {
+			d.releaseAbandoned(context.WithoutCancel(ctx), worker, runs)
+		}
+	}
+}
+
 // submitNext is submitStarted's hand-off to a worker's box
 // (see above); false, doing nothing, when no box of the kind
 // has room.

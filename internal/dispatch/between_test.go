@@ -297,3 +297,22 @@ func TestHandedClaimLooksForWaitingTasks(t *testing.T) {
 		t.Fatalf("TaskInsertStarted called %d times after the look, want 3", n)
 	}
 }
+
+// TestDeregisterReleasesBox: a worker that deregisters gets nothing more
+// from its box: the runs handed to it are released at once.
+func TestDeregisterReleasesBox(t *testing.T) {
+	t.Parallel()
+	f, _ := setupBetween(t, nil)
+	f.firstClaim("w1", "k", 4)
+	task := f.submit("k", time.Time{})
+	if _, err := f.d.DeregisterWorker(t.Context(), "w1"); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := f.st.TaskGet(t.Context(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Status != rota.StatusScheduled || len(stored.Runs) != 1 || stored.Runs[0].Status != rota.StatusCanceled {
+		t.Fatalf("after the deregistration: %s with runs %+v, want SCHEDULED with one CANCELED run", stored.Status, stored.Runs)
+	}
+}

@@ -604,11 +604,16 @@ func (d *Dispatcher) RegisterWorker(ctx context.Context, p store.WorkerRegisterP
 
 // DeregisterWorker records that a worker stopped gracefully
 // (store.Store.WorkerDeregister), never while this node's push dispatcher
-// claims for it.
+// claims for it, and releases the runs handed to its boxes (between.go),
+// which no claim of it will take.
 func (d *Dispatcher) DeregisterWorker(ctx context.Context, id string) (*rota.Worker, error) {
 	d.pushMu.Lock()
 	defer d.pushMu.Unlock()
-	return d.cfg.Store.WorkerDeregister(ctx, id, d.cfg.Clock.Now())
+	w, err := d.cfg.Store.WorkerDeregister(ctx, id, d.cfg.Clock.Now())
+	if err == nil {
+		d.dropBoxes(ctx, id)
+	}
+	return w, err
 }
 
 // kickPush wakes this node's push dispatcher, if it serves push kinds: a
