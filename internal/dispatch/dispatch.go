@@ -5,6 +5,9 @@
 // idempotent Stop and a runOnce its tests call directly:
 //
 //   - claims.go, waiters.go: long-poll claims and their wake-ups;
+//   - handoff.go, between.go: a lone submit's task started with its insert
+//     for a claim asleep, or for a worker's box (a claim looking at the
+//     store, or on its way);
 //   - listener.go: wake-ups from other nodes (store notifications);
 //   - due.go: the timer of delayed tasks;
 //   - reaper.go: the lease reaper (a leader duty);
