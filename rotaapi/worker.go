@@ -21,6 +21,14 @@ type ClaimRequest struct {
 	// Address is the worker's address, shown on its runs; default the
 	// peer's IP address.
 	Address *string `json:"address,omitempty"`
+	// Follow says the worker sends its next claim as soon as this one
+	// answers (the Go SDK's claim loop does; default false). Tasks
+	// submitted meanwhile may then be started for the worker at once and
+	// handed to that next claim, without another look at the store. A run
+	// no claim of the worker takes within a second is released (its run
+	// CANCELED, no attempt spent, the task claimable again), so a client
+	// that claims at its own pace should leave it unset.
+	Follow *bool `json:"follow,omitempty"`
 }
 
 // ClaimedRun is a run handed to a worker by a claim.

@@ -27,6 +27,9 @@ type ClaimParams struct {
 	Wait time.Duration
 	// Address is the worker's address, shown on its runs; optional.
 	Address string
+	// Follow tells the server the worker claims again as soon as this
+	// claim answers (see rotaapi.ClaimRequest.Follow); rotaworker sets it.
+	Follow bool
 }
 
 // ClaimResult is what a claim got.
@@ -53,6 +56,9 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) (ClaimResult, error) 
 	in := rotaapi.ClaimRequest{
 		WorkerID: p.WorkerID, Kinds: p.Kinds, Max: new(max(p.Max, 1)),
 		WaitSeconds: new(int((wait + time.Second - 1) / time.Second)), Address: nonEmpty(p.Address),
+	}
+	if p.Follow {
+		in.Follow = new(true)
 	}
 	return c.claim(ctx, in)
 }

@@ -627,6 +627,7 @@ func (w *Worker) claim(ctx context.Context, kh *kindHandler, n int) (rotaclient.
 	defer cancel()
 	res, err := w.client.Claim(cctx, rotaclient.ClaimParams{
 		WorkerID: w.cfg.ID, Kinds: []string{kh.kind}, Max: n, Wait: w.cfg.PollWait, Address: w.cfg.Address,
+		Follow: true, // claimLoop claims again as soon as there is room
 	})
 	return res, time.Now(), err
 }

@@ -75,11 +75,11 @@ type nextClaim struct {
 
 // own makes the claim r (registered as w) the owner of its worker's box
 // for its kind, made if need be, and returns it with the worker's last
-// look at the store; nil for a claim that does not wait (w nil), of
-// several kinds, PinnedOnly or of no task, or when another claim of the
-// worker owns the box.
+// look at the store; nil for a claim that does not follow (ClaimRequest.
+// Follow), does not wait (w nil), is of several kinds, PinnedOnly or of no
+// task, or when another claim of the worker owns the box.
 func (ws *waiters) own(r ClaimRequest, w *waiter) (box *nextClaim, looked time.Time) {
-	if w == nil || len(r.Kinds) != 1 || r.PinnedOnly || r.Max <= 0 {
+	if w == nil || !r.Follow || len(r.Kinds) != 1 || r.PinnedOnly || r.Max <= 0 {
 		return nil, time.Time{}
 	}
 	ws.mu.Lock()

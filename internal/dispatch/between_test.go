@@ -41,7 +41,7 @@ func setupBetween(t *testing.T, gate chan struct{}) (*fixture, *lookingStore) {
 // must answer at once.
 func (f *fixture) claimNow(worker, kind string, max int) store.TaskClaimResult {
 	f.t.Helper()
-	res, err := f.d.Claim(f.t.Context(), ClaimRequest{WorkerID: worker, Address: "10.0.0.7:9000", Kinds: []string{kind}, Max: max, Wait: time.Minute})
+	res, err := f.d.Claim(f.t.Context(), ClaimRequest{WorkerID: worker, Address: "10.0.0.7:9000", Kinds: []string{kind}, Max: max, Wait: time.Minute, Follow: true})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -84,6 +84,34 @@ func TestSubmitHandsTaskToNextClaim(t *testing.T) {
 	}
 	if n := ls.looks.Load() - looks; n != 0 {
 		t.Errorf("the next claim looked at the store %d times, want 0", n)
+	}
+}
+
+// TestNoBoxWithoutFollow: a claim that does not say its worker claims
+// again at once (ClaimRequest.Follow unset: raw HTTP clients, other
+// languages' workers) gets no box: a task submitted after it answered is
+// inserted waiting, for any worker's claim.
+func TestNoBoxWithoutFollow(t *testing.T) {
+	t.Parallel()
+	f, ls := setupBetween(t, nil)
+	first := f.submit("k", time.Time{})
+	res, err := f.d.Claim(t.Context(), ClaimRequest{WorkerID: "w1", Kinds: []string{"k"}, Max: 4, Wait: time.Minute})
+	if err != nil || len(res.Runs) != 1 || res.Runs[0].TaskID != first.ID {
+		t.Fatalf("w1's claim = %+v, %v; want task %s", res, err, first.ID)
+	}
+	task := f.submit("k", time.Time{})
+	if n := ls.calls.Load(); n != 0 {
+		t.Fatalf("TaskInsertStarted called %d times, want 0 (no box without Follow)", n)
+	}
+	stored, err := f.st.TaskGet(t.Context(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Status != rota.StatusScheduled {
+		t.Fatalf("stored: %s, want SCHEDULED", stored.Status)
+	}
+	if res := f.claimNow("w2", "k", 4); len(res.Runs) != 1 || res.Runs[0].TaskID != task.ID {
+		t.Fatalf("w2's claim = %+v, want task %s", res, task.ID)
 	}
 }
 

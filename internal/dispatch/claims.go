@@ -21,6 +21,13 @@ type ClaimRequest struct {
 	// by the submission of unpinned ones, whose wake-ups go to the workers
 	// that can take them.
 	PinnedOnly bool
+	// Follow says the worker sends its next claim as soon as this one
+	// answers (rotaworker's claim loop does): only then does the claim get
+	// a box (between.go), into which submits that find no claim asleep
+	// may hand tasks for that next claim. A client that claims at its own
+	// pace would find those runs released a second later, its tasks
+	// delayed, so a box is opt-in.
+	Follow bool
 }
 
 // Claim hands out up to r.Max tasks, waiting up to r.Wait for some to become

@@ -257,7 +257,7 @@ func TestClaimWokenBySubmit(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		r, err := sendRequest(e.url, "POST", "/api/workers/claim", map[string]any{"worker_id": "waiter", "kinds": []string{"wake"}, "wait_seconds": 10})
+		r, err := sendRequest(e.url, "POST", "/api/workers/claim", map[string]any{"worker_id": "waiter", "kinds": []string{"wake"}, "wait_seconds": 10, "follow": true})
 		done <- result{r, time.Now(), err}
 	}()
 	// The claim registers as a waiter before it records the worker.

@@ -148,6 +148,7 @@ func TestBadRequests(t *testing.T) {
 		{"claim max 0", "POST", "/api/workers/claim", `{"worker_id":"w","kinds":["a"],"max":0}`, "", rota.CodeInvalid, "max"},
 		{"claim max 1001", "POST", "/api/workers/claim", `{"worker_id":"w","kinds":["a"],"max":1001}`, "", rota.CodeInvalid, "max"},
 		{"claim unknown field", "POST", "/api/workers/claim", `{"worker_id":"w","kinds":["a"],"ttl":3}`, "", rota.CodeUnknownField, "ttl"},
+		{"claim follow not a bool", "POST", "/api/workers/claim", `{"worker_id":"w","kinds":["a"],"follow":"yes"}`, "", rota.CodeInvalid, "follow"},
 		{"heartbeat unknown run", "POST", "/api/runs/{unknown}/heartbeat", `{"worker_id":"w1"}`, "", rota.CodeNotFound, ""},
 		{"heartbeat bad run id", "POST", "/api/runs/zzz/heartbeat", `{"worker_id":"w1"}`, "", rota.CodeInvalid, "run_id"},
 		{"heartbeat without worker_id", "POST", "/api/runs/{run}/heartbeat", `{}`, "", rota.CodeInvalid, "worker_id"},

@@ -68,6 +68,7 @@ func (c *claimRequest) validate(*API) error {
 		}
 		c.claim.Address = *c.Address
 	}
+	c.claim.Follow = c.Follow != nil && *c.Follow
 	return nil
 }
 
