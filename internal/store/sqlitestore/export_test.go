@@ -198,3 +198,21 @@ func CompleteRowsForTest(n int) int {
 	_, rows := completeSetQuery(n)
 	return rows
 }
+
+// CandidatePlanForTest returns SQLite's plan (EXPLAIN QUERY PLAN details)
+// of the claim's candidate query, PinnedOnly or not.
+func (s *Store) CandidatePlanForTest(ctx context.Context, pinnedOnly bool) ([]string, error) {
+	q := candidateQuery
+	if pinnedOnly {
+		q = pinnedCandidateQuery
+	}
+	rows, err := s.wdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, "w", "k", 0, 1)
+	if err != nil {
+		return nil, err
+	}
+	return collectRows(rows, "plan", func(sc scanner) (*string, error) {
+		var id, parent, unused int
+		var detail string
+		return &detail, sc.Scan(&id, &parent, &unused, &detail)
+	})
+}

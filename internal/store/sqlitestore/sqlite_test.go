@@ -384,6 +384,33 @@ func TestGroupedReportsPlan(t *testing.T) {
 	}
 }
 
+// TestCandidatePlan checks that the claim's candidate query is its
+// seeks of tasks_ready (six, three for a PinnedOnly claim), each read in
+// index order, and nothing sorted: an ORDER BY of the union had SQLite
+// sort every seek's rows in a temporary b-tree at every claim.
+func TestCandidatePlan(t *testing.T) {
+	t.Parallel()
+	st := open(t).(*sqlitestore.Store)
+	for _, pinnedOnly := range []bool{false, true} {
+		plan, err := st.CandidatePlanForTest(context.Background(), pinnedOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeks := 0
+		for _, d := range plan {
+			if strings.Contains(d, "TEMP B-TREE") || strings.HasPrefix(d, "SCAN tasks") {
+				t.Errorf("pinned only %v: plan sorts or scans: %q", pinnedOnly, plan)
+			}
+			if strings.HasPrefix(d, "SEARCH tasks USING INDEX tasks_ready (kind=? AND level=? AND pinned=? AND run_at<?)") {
+				seeks++
+			}
+		}
+		if want := map[bool]int{false: 6, true: 3}[pinnedOnly]; seeks != want {
+			t.Errorf("pinned only %v: %d seeks of tasks_ready; want %d: %q", pinnedOnly, seeks, want, plan)
+		}
+	}
+}
+
 // TestGroupedReportsPadding checks that a group of reports binds no more
 // padding rows than the statement sizes promise: at least its reports,
 // fewer than twice them, and under 32 rows of padding.
