@@ -155,27 +155,48 @@ func (s *Store) ListPlansForTest(ctx context.Context, p store.TaskListParams) ([
 	if err != nil {
 		return nil, err
 	}
-	if parts == nil {
-		parts = []store.TaskListParams{p}
-	}
 	var out [][]string
-	for _, q := range parts {
-		stmt, args, _ := store.TaskListQuery(q, func(int) string { return "?" })
-		rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+stmt, args...)
+	for _, part := range parts {
+		stmt, args, _, err := listQuery(part)
 		if err != nil {
 			return nil, err
 		}
-		plan, err := collectRows(rows, "plan", func(sc scanner) (*string, error) {
-			var id, parent, unused int
-			var detail string
-			return &detail, sc.Scan(&id, &parent, &unused, &detail)
-		})
+		plan, err := s.planForTest(ctx, stmt, args...)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, plan)
 	}
 	return out, nil
+}
+
+// CountPlanForTest returns SQLite's plan (EXPLAIN QUERY PLAN details) of
+// TaskCountByStatus's statement for p.
+func (s *Store) CountPlanForTest(ctx context.Context, p store.TaskListParams) ([]string, error) {
+	q, args, err := countQuery(p)
+	if err != nil {
+		return nil, err
+	}
+	return s.planForTest(ctx, q, args...)
+}
+
+// StatsPlanForTest returns SQLite's plan (EXPLAIN QUERY PLAN details) of
+// Stats' count of the tasks.
+func (s *Store) StatsPlanForTest(ctx context.Context) ([]string, error) {
+	return s.planForTest(ctx, statsQuery)
+}
+
+// planForTest returns SQLite's plan (EXPLAIN QUERY PLAN details) of q.
+func (s *Store) planForTest(ctx context.Context, q string, args ...any) ([]string, error) {
+	rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return collectRows(rows, "plan", func(sc scanner) (*string, error) {
+		var id, parent, unused int
+		var detail string
+		return &detail, sc.Scan(&id, &parent, &unused, &detail)
+	})
 }
 
 // PinnedWaitingPlanForTest returns SQLite's plan (EXPLAIN QUERY PLAN
@@ -215,4 +236,11 @@ func (s *Store) CandidatePlanForTest(ctx context.Context, pinnedOnly bool) ([]st
 		var detail string
 		return &detail, sc.Scan(&id, &parent, &unused, &detail)
 	})
+}
+
+// IndexSQLForTest returns the CREATE INDEX statement of index name.
+func (s *Store) IndexSQLForTest(ctx context.Context, name string) (string, error) {
+	var q string
+	err := s.rdb.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?`, name).Scan(&q)
+	return q, err
 }

@@ -220,7 +220,7 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (store.Stats, error) {
 	for _, k := range kinds {
 		get(k.Name).Paused = k.Paused
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT kind, status, COUNT(*) FROM tasks GROUP BY kind, status`)
+	rows, err := s.r.QueryContext(ctx, statsQuery)
 	if err != nil {
 		return store.Stats{}, fmt.Errorf("sqlitestore: stats: %w", err)
 	}
@@ -231,7 +231,7 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (store.Stats, error) {
 			rows.Close()
 			return store.Stats{}, fmt.Errorf("sqlitestore: scan stats: %w", err)
 		}
-		get(kind).Counts[rota.Status(status)] = n
+		get(kind).Counts[rota.Status(status)] += n // idle and running rows: see statsQuery
 	}
 	rows.Close()
 	for _, k := range order {

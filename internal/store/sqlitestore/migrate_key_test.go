@@ -20,7 +20,7 @@ func TestMigrateKeyHeld(t *testing.T) {
 	// (and without the later migrations, 0008_schedule_ext, 0009_events
 	// 0010_deps, 0011_lean, 0012_push, 0013_status_index and
 	// 0014_pinned_waiting).
-	err := sqlitestore.ExecForTest(ctx, path, undoPinnedWaiting+undoStatusIndex+undoPush+sqlitestore.UndoLeanForTest()+`
+	err := sqlitestore.ExecForTest(ctx, path, undoIdleStatus+undoPinnedWaiting+undoStatusIndex+undoPush+sqlitestore.UndoLeanForTest()+`
 		DROP TRIGGER tasks_deps_succeeded;
 		DROP TRIGGER tasks_deps_failed;
 		DROP TRIGGER tasks_deps_deleted;
@@ -44,7 +44,7 @@ func TestMigrateKeyHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-8); err != nil {
+	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-9); err != nil {
 		t.Fatal(err)
 	}
 	st, err := sqlitestore.New(ctx, sqlitestore.Config{Path: path})

@@ -26,7 +26,7 @@ func TestMigrateLean(t *testing.T) {
 	old := base.Add(-time.Hour) // the runs of the old database are older than any new one
 	r1, r2, r3 := ids.New(old), ids.New(old), ids.New(old)
 	at := func(d time.Duration) int64 { return base.Add(d).UnixMilli() }
-	err := sqlitestore.ExecForTest(ctx, path, undoPinnedWaiting+undoStatusIndex+undoPush+sqlitestore.UndoLeanForTest()+fmt.Sprintf(`
+	err := sqlitestore.ExecForTest(ctx, path, undoIdleStatus+undoPinnedWaiting+undoStatusIndex+undoPush+sqlitestore.UndoLeanForTest()+fmt.Sprintf(`
 		INSERT INTO kinds (name) VALUES ('k');
 		INSERT INTO tasks (id, kind, level, payload, status, done, avail, attempt, successes, failures, running, max_retries,
 			workers, timeout_s, hb_timeout_s, created_at, run_at, start_time, end_time, deps_waiting, updated_at) VALUES
@@ -42,7 +42,7 @@ func TestMigrateLean(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-4); err != nil {
+	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-5); err != nil {
 		t.Fatal(err)
 	}
 	st, err := sqlitestore.New(ctx, sqlitestore.Config{Path: path})

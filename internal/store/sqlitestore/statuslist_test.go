@@ -83,13 +83,48 @@ func TestListByStatusAcrossKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(plans) != 6 {
-		t.Fatalf("%d statements for 3 kinds and 2 statuses; want 6", len(plans))
+	// A seek of tasks_kind_status per kind and status, and one of
+	// tasks_running per kind for the RUNNING tasks whose run runs in
+	// their row (since 0015_status_index_idle).
+	if len(plans) != 9 {
+		t.Fatalf("%d statements for 3 kinds and 2 statuses, one of them RUNNING; want 9", len(plans))
 	}
+	seeks := 0
 	for _, plan := range plans {
-		if p := strings.Join(plan, "; "); !strings.Contains(p, "USING INDEX tasks_kind_status (kind=? AND status=?)") || strings.Contains(p, "TEMP B-TREE") {
-			t.Errorf("plan of a seek: %s; want tasks_kind_status (kind=? AND status=?), no sort", p)
+		switch p := strings.Join(plan, "; "); {
+		case strings.Contains(p, "USING INDEX tasks_running (kind=?)"):
+		case strings.Contains(p, "USING INDEX tasks_kind_status (kind=? AND status=?)") && !strings.Contains(p, "TEMP B-TREE"):
+			seeks++
+		default:
+			t.Errorf("plan of a part: %s; want tasks_kind_status (kind=? AND status=?) and no sort, or tasks_running (kind=?)", p)
 		}
+	}
+	if seeks != 6 {
+		t.Errorf("%d seeks of tasks_kind_status; want 6", seeks)
+	}
+	// Counts and stats read tasks_kind_status alone (a covering index) and
+	// tasks_running, never the table.
+	for _, p := range []store.TaskListParams{{}, {Kind: "k1"}} {
+		plan, err := st.CountPlanForTest(f.Ctx(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCountPlan(t, fmt.Sprintf("count of kind %q", p.Kind), plan)
+	}
+	plan, err := st.StatsPlanForTest(f.Ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCountPlan(t, "stats", plan)
+}
+
+// wantCountPlan checks that plan, a count by status, reads
+// tasks_kind_status as a covering index, and tasks_running.
+func wantCountPlan(t *testing.T, what string, plan []string) {
+	t.Helper()
+	p := strings.Join(plan, "; ")
+	if !strings.Contains(p, "USING COVERING INDEX tasks_kind_status") || !strings.Contains(p, "USING INDEX tasks_running") {
+		t.Errorf("plan of %s: %s; want tasks_kind_status (covering) and tasks_running", what, p)
 	}
 }
 
@@ -146,7 +181,7 @@ func TestMigrateStatusIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := newDatabase(t)
-	err := sqlitestore.ExecForTest(ctx, path, undoPinnedWaiting+undoStatusIndex+`
+	err := sqlitestore.ExecForTest(ctx, path, undoIdleStatus+undoPinnedWaiting+undoStatusIndex+`
 		INSERT INTO kinds (name) VALUES ('a'), ('b');
 		INSERT INTO tasks (id, kind, level, payload, status, done, avail, max_retries, workers, timeout_s, hb_timeout_s,
 			created_at, run_at, end_time, updated_at) VALUES
@@ -156,7 +191,7 @@ func TestMigrateStatusIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-2); err != nil {
+	if err := sqlitestore.SetSchemaVersionForTest(ctx, path, sqlitestore.SchemaVersion()-3); err != nil {
 		t.Fatal(err)
 	}
 	st, err := sqlitestore.New(ctx, sqlitestore.Config{Path: path})

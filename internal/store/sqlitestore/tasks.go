@@ -498,20 +498,23 @@ func (s *Store) TaskList(ctx context.Context, p store.TaskListParams) (store.Tas
 	if err != nil {
 		return store.TaskListResult{}, err
 	}
-	if parts != nil {
+	if len(parts) > 1 {
 		return s.taskListByParts(ctx, p, parts)
 	}
-	tasks, limit, err := s.taskListRows(ctx, p)
+	tasks, limit, err := s.taskListRows(ctx, parts[0])
 	if err != nil {
 		return store.TaskListResult{}, err
 	}
 	return p.Page(tasks, limit), nil
 }
 
-// taskListRows reads the rows of p's page (store.TaskListQuery: up to
-// limit+1 tasks, in list order) and its page size.
-func (s *Store) taskListRows(ctx context.Context, p store.TaskListParams) ([]rota.Task, int, error) {
-	q, args, limit := store.TaskListQuery(p, func(int) string { return "?" })
+// taskListRows reads the rows of part's page (listQuery: up to limit+1
+// tasks, in list order) and its page size.
+func (s *Store) taskListRows(ctx context.Context, part listPart) ([]rota.Task, int, error) {
+	q, args, limit, err := listQuery(part)
+	if err != nil {
+		return nil, 0, err
+	}
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("sqlitestore: list tasks: %w", err)

@@ -80,7 +80,10 @@ func (s *Store) TaskPinnedWaiting(ctx context.Context, now time.Time) ([]store.P
 
 // TaskCountByStatus implements store.Store.
 func (s *Store) TaskCountByStatus(ctx context.Context, p store.TaskListParams) (map[rota.Status]int, error) {
-	q, args := countQuery(p)
+	q, args, err := countQuery(p)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("sqlitestore: count tasks: %w", err))
@@ -95,7 +98,7 @@ func (s *Store) TaskCountByStatus(ctx context.Context, p store.TaskListParams) (
 		if err := rows.Scan(&status, &n); err != nil {
 			return nil, fmt.Errorf("sqlitestore: count tasks: %w", err)
 		}
-		out[rota.Status(status)] += n // a row per kind and status: see countQuery
+		out[rota.Status(status)] += n // a row per kind, status and set of rows: see countQuery
 	}
 	if err := rows.Err(); err != nil {
 		return nil, unavailable(fmt.Errorf("sqlitestore: count tasks: %w", err))
