@@ -66,7 +66,14 @@ const eventSizeHint = 160
 const maxEventRows = 64
 
 // eventInserts[n] inserts n events with ids ?1, ?1 + 1, …; each row's at
-// and data follow.
+// and data follow. Only the first row names its id: the others leave it
+// to SQLite, which gives a row without one the table's largest id plus
+// one, the next of the batch (the single writer appends every event, in
+// id order, and ?1 is above every id of the table). SQLite appends such
+// a row at the end of the table without searching it, where a row naming
+// its id had SQLite search the b-tree for its place (decoding a varint
+// per key compared): -27% of the instructions of BenchmarkEventAppend
+// (3.76 M -> 2.73 M per 300 events, cachegrind).
 var eventInserts = func() []string {
 	qs := make([]string, maxEventRows+1)
 	for n := 1; n <= maxEventRows; n++ {
@@ -76,7 +83,11 @@ var eventInserts = func() []string {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			fmt.Fprintf(&b, "(?1 + %d, ?, ?)", i)
+			if i == 0 {
+				b.WriteString("(?1, ?, ?)")
+			} else {
+				b.WriteString("(NULL, ?, ?)")
+			}
 		}
 		qs[n] = b.String()
 	}
