@@ -99,18 +99,18 @@ func TestCostGroupCommit(t *testing.T) {
 	}
 
 	before := c.Snapshot()
-	together(t, st, n, func(int) error {
+	together(t, st, n+1, func(int) error {
 		_, err := st.TaskInsert(f.Ctx(), f.Params("k", now))
 		return err
 	})
-	runs := f.Claim("w1", now, n, "k").Runs
-	if len(runs) != n {
-		t.Fatalf("claimed %d runs; want %d", len(runs), n)
+	runs := f.Claim("w1", now, n+1, "k").Runs
+	if len(runs) != n+1 {
+		t.Fatalf("claimed %d runs; want %d", len(runs), n+1)
 	}
 	// One of the reports is refused (not its worker): it must not fail
 	// the others, nor cost them a savepoint.
 	together(t, st, n+1, func(i int) error {
-		p := store.RunCompleteParams{RunID: runs[i%n].RunID, WorkerID: "w1", Success: true, Now: now}
+		p := store.RunCompleteParams{RunID: runs[i].RunID, WorkerID: "w1", Success: true, Now: now}
 		if i == n {
 			p.WorkerID = "w2"
 		}
@@ -128,19 +128,19 @@ func TestCostGroupCommit(t *testing.T) {
 	// COMMIT and its own: the submits share multi-row INSERTs (up to 32
 	// rows each: n before issue 13's store work); the claim (alone)
 	// BEGIN, upsert workers, SELECT kinds, the pick, one UPDATE of all the
-	// tasks, UPDATE kinds, COMMIT; the reports one UPDATE … FROM (VALUES
-	// rows) … RETURNING of all (n before issue 13's writer work) —
-	// two, since the refused report names a run reported in the group
-	// too, which splits it — and the SELECT that explains the refusal.
+	// tasks, UPDATE kinds, COMMIT; the reports one SELECT of the rows they
+	// settle and one UPDATE of them (completeFind, completeSettle: n
+	// before issue 13's writer work), and the SELECT that explains the
+	// refusal.
 	want := storecost.Counts{
-		Statements: 2 + 2 + (n+31)/32 + // submits
+		Statements: 2 + 2 + (n+1+31)/32 + // submits
 			7 + // claim
 			2 + 2 + 2 + 1, // reports
 		Commits: 2 + 1 + 2,
 	}
 	want.RoundTrips = want.Statements
 	if got.Statements != want.Statements || got.Commits != want.Commits {
-		t.Fatalf("%d tasks submitted, claimed and completed together cost %v; want %v", n, got, want)
+		t.Fatalf("%d tasks submitted, claimed and completed together cost %v; want %v", n+1, got, want)
 	}
 }
 

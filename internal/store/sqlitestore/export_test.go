@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -110,30 +111,43 @@ func (s *Store) CacheSizesForTest(ctx context.Context) (writer int, readers []in
 	return writer, readers, nil
 }
 
-// CompletePlanForTest returns SQLite's plan (EXPLAIN QUERY PLAN details)
-// of the grouped report statement for each row count it is prepared with.
-func (s *Store) CompletePlanForTest(ctx context.Context) (map[int][]string, error) {
-	out := map[int][]string{}
+// CompletePlansForTest returns SQLite's plans (EXPLAIN QUERY PLAN
+// details) of the statements of a group of reports: "find"
+// (completeFind), "settle" (completeSettle), "settle each"
+// (completeSettleEach), and "rows N"
+// (completeSettleRows for each row count it is prepared with).
+func (s *Store) CompletePlansForTest(ctx context.Context) (map[string][]string, error) {
+	out := map[string][]string{}
+	var err error
+	if out["find"], err = s.wplanForTest(ctx, completeFind, "{}"); err != nil {
+		return nil, err
+	}
+	if out["settle"], err = s.wplanForTest(ctx, completeSettle, "[]", 0); err != nil {
+		return nil, err
+	}
+	if out["settle each"], err = s.wplanForTest(ctx, completeSettleEach, "{}"); err != nil {
+		return nil, err
+	}
 	for _, n := range completeSetRows {
 		q, rows := completeSetQuery(n)
-		rs, err := s.wdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, make([]any, rows*completeWidth)...)
-		if err != nil {
-			return nil, err
-		}
-		for rs.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rs.Scan(&id, &parent, &unused, &detail); err != nil {
-				rs.Close()
-				return nil, err
-			}
-			out[rows] = append(out[rows], detail)
-		}
-		if err := rs.Close(); err != nil {
+		if out[fmt.Sprintf("rows %d", rows)], err = s.wplanForTest(ctx, q, make([]any, rows*completeWidth)...); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// wplanForTest is planForTest on the write connection.
+func (s *Store) wplanForTest(ctx context.Context, q string, args ...any) ([]string, error) {
+	rows, err := s.wdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return collectRows(rows, "plan", func(sc scanner) (*string, error) {
+		var id, parent, unused int
+		var detail string
+		return &detail, sc.Scan(&id, &parent, &unused, &detail)
+	})
 }
 
 // IndexesForTest returns the names of the indexes of table, in order.
@@ -213,8 +227,8 @@ func (s *Store) PinnedWaitingPlanForTest(ctx context.Context) ([]string, error) 
 	})
 }
 
-// CompleteRowsForTest returns the rows of the grouped report statement
-// for n reports (completeSetQuery).
+// CompleteRowsForTest returns the rows of completeSettleRows for n
+// reports (completeSetQuery).
 func CompleteRowsForTest(n int) int {
 	_, rows := completeSetQuery(n)
 	return rows

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rotahq/rota"
+	"github.com/rotahq/rota/internal/jsonwire"
 	"github.com/rotahq/rota/internal/store"
 )
 
@@ -182,48 +183,100 @@ func (s *Store) RunComplete(ctx context.Context, p store.RunCompleteParams) (*ro
 	return out, nil
 }
 
-// completeCols are the values completeSet takes for each report
-// (completeArgs): which run, its worker, the report's instant, message
-// and result.
-const completeCols = `r_run, r_worker, r_now, r_msg, r_result`
-
-// completeWidth is the number of completeCols.
-const completeWidth = 5
-
-// completeSet is completeInRow's UPDATE for many reports at once: the
-// values of each report are bound as a row of VALUES (completeCols).
-// Bound rows cost far less than a JSON array, which SQLite parsed again
-// for each value it extracted (->>): a third of the statement's CPU. The
-// statement has rows rows (completeSetQuery): a group of fewer reports
-// pads with rows of NULLs, which match no task.
+// A group of success reports is settled in two statements (three when
+// some carry a message or a result), whatever its size:
 //
-// What a success settles on the rows it matches (single-worker, no other
-// run) is the same for every report but its instant, message and result
-// (store.Settle: SUCCESS, done, one success, ended at the report's
-// instant with its message): literals, checked against store.Settle for
-// each report by settlesAsLiterals. Binding them too cost the writer a
-// call into SQLite per value, and another for its name.
+//   - completeFind reads the rows the reports settle: each report's run,
+//     in its task's row, running for its worker, single-worker, not asked
+//     to stop (the state completeInRow settles), with the task's columns
+//     the report leaves as they are (settledCols). The runs and their
+//     workers come as one JSON object, one parameter: SQLite's json_each
+//     costs far less than a bound parameter per value, each a call
+//     through database/sql and the driver and a copy into C memory. The
+//     lease and deadline, whose bound is each report's own instant, are
+//     checked in Go (settledScan.live).
+//   - completeSettle writes them: one UPDATE … FROM json_each of their
+//     task ids per instant the reports were made at (a worker's batch has
+//     one or two), for the reports with neither message nor result
+//     (nearly all); completeSettleRows, bound VALUES rows, for the others.
 //
-// INDEXED BY tasks_run: SQLite knows how many rows VALUES has, and from
-// about a hundred of them (no ANALYZE statistics to tell it better) it
-// planned an automatic index on tasks, built by reading the whole table
-// at every group commit — half of all CPU end to end once tasks pile up.
-// One probe of tasks_run per report is what the statement needs.
-func completeSet(rows int) string {
+// Before, one UPDATE … RETURNING did both. SQLite runs RETURNING as a
+// trigger, which makes it load every column of the old row into
+// registers for every row (47), buffer the returned values in a
+// temporary table and read them back: reading the rows first and
+// updating them without RETURNING costs the writer 6% less per task
+// (BenchmarkGroupCycleHeld, cachegrind).
+
+// completeFind reads the rows a group of success reports settles: ?1 is
+// a JSON object of the reports' run ids to their workers. INDEXED BY
+// tasks_run and CROSS JOIN: one probe of tasks_run per report, never a
+// read of the table (SQLite once planned an automatic index on tasks for
+// a group's VALUES, built by reading the whole table at every commit).
+// The columns are qualified: json_each has columns id and key too.
+var completeFind = `SELECT ` + qualified("tasks", settledCols) + ` FROM json_each(?1) AS j
+	CROSS JOIN tasks INDEXED BY tasks_run ON tasks.run_id = j.key
+	WHERE run_worker = j.value AND run_status = 'RUNNING' AND run_stop = 0 AND workers = 1
+		AND running = 1 AND successes = 0 AND done = 0 AND stop_requested = 0`
+
+// qualified prefixes each column of cols (a list of names) with table.
+func qualified(table, cols string) string {
+	names := strings.Split(cols, ", ")
+	for i, c := range names {
+		names[i] = table + "." + c
+	}
+	return strings.Join(names, ", ")
+}
+
+// settleCols is what a success settles on a row completeFind read, but
+// the report's instant (j.r_now), message (j.r_msg) and result
+// (j.r_result): store.Settle's SUCCESS, done, one success, ended, and
+// the run's the same. They are literals, checked against store.Settle
+// for each report by settlesAsLiterals.
+const settleCols = `status = 'SUCCESS', done = 1, avail = 0, successes = 1, running = 0,
+		end_time = j.r_now, message = j.r_msg, result = coalesce(j.r_result, result), updated_at = j.r_now,
+		run_status = 'SUCCESS', run_end = j.r_now, run_lease = 0, run_message = j.r_msg`
+
+// completeSettle settles the rows of reports without a message or a
+// result made at one instant: ?1 is a JSON array of their task ids, ?2
+// the instant. OR FAIL: see noStatementJournal. NOT INDEXED: one probe of
+// the primary key per report.
+var completeSettle = `UPDATE OR FAIL tasks NOT INDEXED SET ` + settleCols + `
+	FROM (SELECT value AS r_id, ?2 AS r_now, '' AS r_msg, NULL AS r_result FROM json_each(?1)) AS j
+	WHERE tasks.id = j.r_id`
+
+// completeSettleEach is completeSettle for reports made at more instants
+// than maxSettleInstants: ?1 is a JSON object of their task ids to their
+// instants. Reading each row's instant from JSON costs about 7,000
+// instructions a report more than one bound instant, and one more
+// statement about 25,000: a group of reports (a worker's batch, or a few)
+// has one or two.
+var completeSettleEach = `UPDATE OR FAIL tasks NOT INDEXED SET ` + settleCols + `
+	FROM (SELECT key AS r_id, value AS r_now, '' AS r_msg, NULL AS r_result FROM json_each(?1)) AS j
+	WHERE tasks.id = j.r_id`
+
+// maxSettleInstants bounds the completeSettle statements of a group.
+const maxSettleInstants = 4
+
+// completeSettleCols are the values completeSettleRows takes for each
+// report (a row of its VALUES).
+const completeSettleCols = `r_id, r_now, r_msg, r_result`
+
+// completeWidth is the number of completeSettleCols.
+const completeWidth = 4
+
+// completeSettleRows is completeSettle for rows rows of bound values
+// (completeSettleCols), for reports with a message or a result (a string
+// in JSON would have to be unescaped): a group of fewer reports pads with
+// rows of NULLs, which match no task.
+func completeSettleRows(rows int) string {
 	row := "(" + inList(completeWidth) + ")"
-	return `WITH j(` + completeCols + `) AS (VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", rows), ", ") + `)
-	UPDATE OR FAIL tasks INDEXED BY tasks_run SET status = 'SUCCESS', done = 1, avail = 0, successes = 1,
-		running = 0, end_time = j.r_now, message = j.r_msg, result = coalesce(j.r_result, result), updated_at = j.r_now,
-		run_status = 'SUCCESS', run_end = j.r_now, run_lease = 0, run_message = j.r_msg
-	FROM j
-	WHERE tasks.run_id = j.r_run AND run_worker = j.r_worker AND run_status = 'RUNNING' AND run_stop = 0 AND workers = 1
-		AND running = 1 AND successes = 0 AND done = 0 AND stop_requested = 0
-		AND run_lease > j.r_now AND (run_deadline = 0 OR run_deadline > j.r_now)
-	RETURNING ` + settledCols
+	return `WITH j(` + completeSettleCols + `) AS (VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", rows), ", ") + `)
+	UPDATE OR FAIL tasks NOT INDEXED SET ` + settleCols + `
+	FROM j WHERE tasks.id = j.r_id`
 }
 
 // settlesAsLiterals reports whether store.Settle settles success report
-// p (on a single-worker task with no other run) as completeSet's literals
+// p (on a single-worker task with no other run) as settleCols's literals
 // do; a report it does not is settled alone, by completeInRow.
 func settlesAsLiterals(p store.RunCompleteParams) bool {
 	status, st := settleSuccess(p)
@@ -232,12 +285,12 @@ func settlesAsLiterals(p store.RunCompleteParams) bool {
 }
 
 // maxGroupReports bounds the reports completeRows settles in one
-// statement (the writer's default MaxBatch).
+// group of statements (the writer's default MaxBatch).
 const maxGroupReports = 256
 
-// completeSetRows are the row counts completeSet is prepared with: the
-// powers of two up to completeSetStep, then its multiples up to
-// maxGroupReports. A group pads to the next count; with powers of two
+// completeSetRows are the row counts completeSettleRows is prepared
+// with: the powers of two up to completeSetStep, then its multiples up
+// to maxGroupReports. A group pads to the next count; with powers of two
 // only, a group of 65 reports bound and joined 63 rows of padding.
 var completeSetRows = func() []int {
 	var out []int
@@ -253,18 +306,18 @@ var completeSetRows = func() []int {
 // completeSetStep is the step of completeSetRows above its powers of two.
 const completeSetStep = 32
 
-// completeSetQueries[i] is completeSet(completeSetRows[i]): one statement
-// text (and prepared statement) per row count.
+// completeSetQueries[i] is completeSettleRows(completeSetRows[i]): one
+// statement text (and prepared statement) per row count.
 var completeSetQueries = func() []string {
 	var qs []string
 	for _, n := range completeSetRows {
-		qs = append(qs, completeSet(n))
+		qs = append(qs, completeSettleRows(n))
 	}
 	return qs
 }()
 
-// completeSetQuery returns the completeSet statement for n reports
-// (2 <= n <= maxGroupReports) and its number of rows.
+// completeSetQuery returns the completeSettleRows statement for n
+// reports (1 <= n <= maxGroupReports) and its number of rows.
 func completeSetQuery(n int) (string, int) {
 	i := 0
 	for completeSetRows[i] < n {
@@ -300,21 +353,12 @@ func (g *groupReport) take(tx *wtx) (*report, error) {
 	return rep, nil
 }
 
-// completeArgs appends the values of a report in completeSet (a row of
-// completeCols).
-func completeArgs(args []any, p store.RunCompleteParams) []any {
-	var result any
-	if len(p.Result) > 0 {
-		result = string(p.Result)
-	}
-	return append(args, p.RunID, p.WorkerID, ms(p.Now), p.Message, result)
-}
-
-// completeRows settles the success reports of reps in one UPDATE (they
-// name distinct runs): what each settled is kept for its operation,
-// which then only reads. A report the UPDATE did not match (any other
-// state than completeInRow's) takes the general path in its operation.
-// More reports than one statement takes are settled in several.
+// completeRows settles the success reports of reps (they name distinct
+// runs) in a group of statements: what each settled is kept for its
+// operation, which then only reads. A report whose run completeFind did
+// not find (any other state than completeInRow's) takes the general path
+// in its operation. More reports than one group takes are settled in
+// several.
 func completeRows(ctx context.Context, tx *wtx, reps []*groupReport) error {
 	for len(reps) > 0 {
 		n := min(len(reps), maxGroupReports)
@@ -333,39 +377,114 @@ func completeChunk(ctx context.Context, tx *wtx, reps []*groupReport) error {
 	if len(reps) <= 1 {
 		return nil // left unset: their operations run them alone
 	}
-	q, rows := completeSetQuery(len(reps))
-	args := make([]any, 0, rows*completeWidth)
 	byRun := make(map[string]*groupReport, len(reps))
-	for _, g := range reps {
-		args = completeArgs(args, g.p)
+	runs := make([]byte, 0, 2+len(reps)*(len(reps[0].p.RunID)+len(reps[0].p.WorkerID)+6))
+	for i, g := range reps {
 		g.set, g.rep = true, nil
 		byRun[g.p.RunID] = g
+		runs = append(runs, ',')
+		if i == 0 {
+			runs[0] = '{'
+		}
+		runs = jsonwire.AppendString(runs, g.p.RunID)
+		runs = append(runs, ':')
+		runs = jsonwire.AppendString(runs, g.p.WorkerID)
 	}
-	for len(args) < cap(args) {
-		args = append(args, nil) // padding rows: no run matches NULL
-	}
-	res, err := tx.QueryContext(ctx, q, args...)
+	res, err := tx.QueryContext(ctx, completeFind, string(append(runs, '}')))
 	if err != nil {
 		return fmt.Errorf("sqlitestore: complete runs: %w", err)
 	}
 	defer res.Close()
 	scans := make([]settledScan, len(reps)) // a row per report at most
 	var read []any
-	for n := 0; res.Next(); n++ {
-		if n == len(scans) {
+	found := 0
+	for res.Next() {
+		if found == len(scans) {
 			return fmt.Errorf("sqlitestore: complete runs: more rows than reports")
 		}
-		sc := &scans[n]
+		sc := &scans[found]
 		if read, err = sc.scan(res, read); err != nil {
 			return fmt.Errorf("sqlitestore: complete runs: %w", err)
 		}
-		if g := byRun[sc.runID]; g != nil {
+		if g := byRun[sc.runID]; g != nil && sc.live(g.p) {
 			if g.rep, err = sc.settle(g.p); err != nil {
+				return fmt.Errorf("sqlitestore: complete runs: %w", err)
+			}
+			found++
+		}
+	}
+	if err := res.Close(); err != nil {
+		return fmt.Errorf("sqlitestore: complete runs: %w", err)
+	}
+	return settleRows(ctx, tx, reps, found)
+}
+
+// settleRows writes what found of reps settled (those whose rep is set):
+// completeSettle for those without a message or result, a statement per
+// instant (completeSettleEach for all when they have more than
+// maxSettleInstants); completeSettleRows for the others.
+func settleRows(ctx context.Context, tx *wtx, reps []*groupReport, found int) error {
+	var (
+		plain []*groupReport // without a message or result
+		nows  []int64        // their instants, each once
+		args  []any          // the rows of the others
+	)
+	for _, g := range reps {
+		if g.rep == nil {
+			continue
+		}
+		if g.p.Message == "" && len(g.p.Result) == 0 {
+			if plain == nil {
+				plain = make([]*groupReport, 0, found)
+			}
+			plain = append(plain, g)
+			if now := ms(g.p.Now); !slices.Contains(nows, now) {
+				nows = append(nows, now)
+			}
+			continue
+		}
+		var result any
+		if len(g.p.Result) > 0 {
+			result = string(g.p.Result)
+		}
+		args = append(args, g.rep.task.ID, ms(g.p.Now), g.p.Message, result)
+	}
+	ids := make([]byte, 0, 2+len(plain)*(len(reps[0].p.RunID)+24))
+	switch {
+	case len(nows) > maxSettleInstants:
+		for _, g := range plain {
+			ids = append(ids, ',')
+			ids = jsonwire.AppendString(ids, g.rep.task.ID)
+			ids = append(ids, ':')
+			ids = jsonwire.AppendInt(ids, ms(g.p.Now))
+		}
+		ids[0] = '{'
+		if _, err := tx.ExecContext(ctx, completeSettleEach, string(append(ids, '}'))); err != nil {
+			return fmt.Errorf("sqlitestore: complete runs: %w", err)
+		}
+	default:
+		for _, now := range nows {
+			ids = ids[:0]
+			for _, g := range plain {
+				if ms(g.p.Now) == now {
+					ids = append(ids, ',')
+					ids = jsonwire.AppendString(ids, g.rep.task.ID)
+				}
+			}
+			ids[0] = '['
+			if _, err := tx.ExecContext(ctx, completeSettle, string(append(ids, ']')), now); err != nil {
 				return fmt.Errorf("sqlitestore: complete runs: %w", err)
 			}
 		}
 	}
-	if err := res.Err(); err != nil {
+	if len(args) == 0 {
+		return nil
+	}
+	q, rows := completeSetQuery(len(args) / completeWidth)
+	for len(args) < rows*completeWidth {
+		args = append(args, nil) // padding rows: no task matches NULL
+	}
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 		return fmt.Errorf("sqlitestore: complete runs: %w", err)
 	}
 	return nil

@@ -10,14 +10,15 @@ import (
 	"github.com/rotahq/rota/internal/store"
 )
 
-// The grouped report (completeSet) returns only what it did not decide.
+// The grouped report's completeFind reads only what the report does not
+// decide.
 //
-// Its SET gives every report's task and run their settled values, and its
-// WHERE clause pins others (one worker, not stopped, the run the row's);
-// reading those back cost the writer a call into SQLite per column and
-// row (two, with the column's type), a fifth of the statement. So the
-// statement returns the other columns (settledCols) and settledScan.settle fills
-// in the rest from the report, as completeArgs settled it.
+// The report gives every task and run it settles their settled values,
+// and completeFind's WHERE clause pins others (one worker, not stopped,
+// the run the row's); reading those cost the writer a call into SQLite
+// per column and row (two, with the column's type). So the statement
+// returns the other columns (settledCols) and settledScan.settle fills in
+// the rest from the report, as settleCols settles it.
 
 // settledPinned are the columns of store.TaskColumns whose value after a
 // grouped report follows from the report: each sets its scan destination
@@ -47,15 +48,16 @@ var settledRead, settledSet = func() (read, set []int) {
 	return read, set
 }()
 
-// settledCols is what completeSet returns: the run id (which report the
-// row answers), the task columns of settledRead, and the run's columns
-// that the report did not set.
+// settledCols is what completeFind returns: the run id (which report
+// the row answers), the task columns of settledRead, and the run's
+// columns that the report does not set, with its lease (checked against
+// the report's instant by settledScan.live).
 var settledCols = func() string {
 	cols := []string{"run_id"}
 	for _, i := range settledRead {
 		cols = append(cols, quoted(taskColumns[i]))
 	}
-	return strings.Join(append(cols, "run_start", "run_deadline", "dependents"), ", ")
+	return strings.Join(append(cols, "run_start", "run_deadline", "run_lease", "dependents"), ", ")
 }()
 
 // taskColumns are the names of store.TaskColumns ("key" unquoted).
@@ -79,14 +81,14 @@ func quoted(c string) string {
 // then the report it settled: completeChunk allocates those of a group
 // in one slice, where each row took a dozen allocations of its own.
 type settledScan struct {
-	ts                          store.TaskScan
-	workerIDs                   sql.NullString
-	runID                       string
-	start, deadline, dependents int64
-	dest                        []any // ts.Dest
-	row                         taskRow
-	run                         runRow
-	rep                         report
+	ts                                 store.TaskScan
+	workerIDs                          sql.NullString
+	runID                              string
+	start, deadline, lease, dependents int64
+	dest                               []any // ts.Dest
+	row                                taskRow
+	run                                runRow
+	rep                                report
 }
 
 // scan reads a row of settledCols into sc (read: a buffer for the scan
@@ -97,8 +99,16 @@ func (sc *settledScan) scan(rows scanner, read []any) ([]any, error) {
 	for _, i := range settledRead {
 		read = append(read, sc.dest[i])
 	}
-	read = append(read, &sc.start, &sc.deadline, &sc.dependents)
+	read = append(read, &sc.start, &sc.deadline, &sc.lease, &sc.dependents)
 	return read, rows.Scan(read...)
+}
+
+// live reports whether the run sc read is still held at the instant of
+// report p: its lease and deadline (if any) after it. A report of a run
+// that lapsed takes the general path, which expires it.
+func (sc *settledScan) live(p store.RunCompleteParams) bool {
+	now := ms(p.Now)
+	return sc.lease > now && (sc.deadline == 0 || sc.deadline > now)
 }
 
 // settle completes the report for the run sc read, of params p: the
@@ -110,6 +120,9 @@ func (sc *settledScan) settle(p store.RunCompleteParams) (*report, error) {
 	}
 	sc.row = sc.ts.Row(nil)
 	t := &sc.row
+	if len(st.Result) > 0 {
+		t.Result = st.Result // the report's result replaces the row's
+	}
 	if sc.workerIDs.Valid {
 		if err := json.Unmarshal([]byte(sc.workerIDs.String), &t.WorkerIDs); err != nil {
 			return nil, fmt.Errorf("task %s: decode worker_ids: %w", t.ID, err)
@@ -127,7 +140,7 @@ func (sc *settledScan) settle(p store.RunCompleteParams) (*report, error) {
 
 // settleSuccess is the run's status and the task's settled state after
 // success report p on a single-worker task with no other run, as
-// completeSet and completeInRow store them.
+// settleCols and completeInRow store them.
 func settleSuccess(p store.RunCompleteParams) (rota.Status, store.Settled) {
 	status, run := store.ReportSettle(p, false)
 	return status, store.Settle(store.SettleTask{Workers: 1}, run) // successes 0, no other run
