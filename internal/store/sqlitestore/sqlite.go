@@ -76,9 +76,13 @@ type Store struct {
 	r     rdbq
 	kinds sync.Map // name → struct{}: kinds known to be in the kinds table
 	ops   chan *op
-	quit  chan struct{}
-	done  chan struct{}
-	close sync.Once
+	// closing guards closed: queue holds it to read closed and send, Close
+	// to set it, so that nothing is queued once Close began.
+	closing sync.RWMutex
+	closed  bool
+	quit    chan struct{}
+	done    chan struct{}
+	close   sync.Once
 }
 
 var _ store.Store = (*Store)(nil)
@@ -89,6 +93,11 @@ var _ store.Store = (*Store)(nil)
 type op struct {
 	fn   func(ctx context.Context, tx *wtx) error
 	errc chan error
+	// wg, when set, is told of the outcome instead of errc: the writer
+	// sets err, then calls wg.Done (RunCompleteMany waits for many
+	// operations at once).
+	wg  *sync.WaitGroup
+	err error
 	// report, when set, is a success report that the writer settles in
 	// one statement with the reports next to it in the group (see
 	// completeRows) before fn runs.
@@ -241,16 +250,31 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx *wtx)
 // writeOp is write for an operation built by the caller.
 func (s *Store) writeOp(ctx context.Context, o *op) error {
 	o.errc = make(chan error, 1)
-	select {
-	case s.ops <- o:
-	case <-s.quit:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := s.queue(ctx, o); err != nil {
+		return err
 	}
 	// Once queued the operation will run; wait for its outcome even if ctx
 	// ends, so that the caller never reports failure for a committed write.
 	return unavailable(<-o.errc)
+}
+
+// queue hands o to the writer, or fails without queuing it: ErrClosed
+// once Close began, or ctx's error. Close waits for the operations being
+// queued and the writer runs every operation queued before it stops, so
+// a queued operation always runs (a send into the queue's buffer after
+// the writer stopped would wait for its outcome for ever).
+func (s *Store) queue(ctx context.Context, o *op) error {
+	s.closing.RLock()
+	defer s.closing.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	select {
+	case s.ops <- o:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (s *Store) writer(ctx context.Context) {
@@ -301,8 +325,18 @@ func (s *Store) commit(ctx context.Context, batch []*op) {
 		errs, _ = s.apply(ctx, batch, true)
 	}
 	for i, o := range batch {
-		o.errc <- errs[i]
+		o.deliver(errs[i])
 	}
+}
+
+// deliver hands the operation's outcome to its caller.
+func (o *op) deliver(err error) {
+	if o.wg != nil {
+		o.err = err
+		o.wg.Done()
+		return
+	}
+	o.errc <- err
 }
 
 // apply runs batch in one transaction and commits it, returning each
@@ -447,6 +481,9 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	var err error
 	s.close.Do(func() {
+		s.closing.Lock()
+		s.closed = true
+		s.closing.Unlock()
 		close(s.quit)
 		<-s.done
 		s.wc.close()

@@ -128,20 +128,34 @@ func BenchmarkGroupCommit(b *testing.B) {
 // BenchmarkGroupCycle measures the store's side of the end-to-end path
 // under load, with full durability: per iteration, a batch of tasks is
 // submitted, claimed in one claim and reported concurrently, so that the
-// reports share group commits, as the server's batched report route
-// makes them. Profile it (-cpuprofile) to see where a task's time goes.
-func BenchmarkGroupCycle(b *testing.B) { groupCycle(b, false) }
+// reports share group commits. Profile it (-cpuprofile) to see where a
+// task's time goes.
+func BenchmarkGroupCycle(b *testing.B) { groupCycle(b, reportConcurrently) }
 
 // BenchmarkGroupCycleHeld is BenchmarkGroupCycle with groups made the
 // same at every run: the writer is held while the reports queue, so the
 // 100 reports of an iteration always commit as one group. Its work per
 // iteration does not depend on scheduling, so that an instruction count
-// (valgrind --tool=cachegrind) compares two versions of the store.
-func BenchmarkGroupCycleHeld(b *testing.B) { groupCycle(b, true) }
+// (valgrind --tool=cachegrind, with GOGC=off and -test.cpu 1) compares
+// two versions of the store.
+func BenchmarkGroupCycleHeld(b *testing.B) { groupCycle(b, reportHeld) }
 
-// groupCycle runs BenchmarkGroupCycle, holding the writer while the
-// reports queue when hold is set (BenchmarkGroupCycleHeld).
-func groupCycle(b *testing.B, hold bool) {
+// BenchmarkGroupCycleMany is BenchmarkGroupCycle with the reports of an
+// iteration made in one RunCompleteMany, as the server's batched report
+// route makes them (dispatch.CompleteMany).
+func BenchmarkGroupCycleMany(b *testing.B) { groupCycle(b, reportMany) }
+
+// reportMode is how groupCycle reports the runs of an iteration.
+type reportMode int
+
+const (
+	reportConcurrently reportMode = iota // a goroutine per report
+	reportHeld                           // the same, queued while the writer is held
+	reportMany                           // one RunCompleteMany
+)
+
+// groupCycle runs BenchmarkGroupCycle, its reports made as mode says.
+func groupCycle(b *testing.B, mode reportMode) {
 	const batch = 100
 	st := open(b).(*sqlitestore.Store)
 	f := storetest.NewFixture(b, st)
@@ -159,8 +173,19 @@ func groupCycle(b *testing.B, hold bool) {
 			b.Fatal(err)
 		}
 		runs := f.Claim("w1", now, batch, "k").Runs
+		if mode == reportMany {
+			reps := make([]store.RunCompleteParams, len(runs))
+			for i, r := range runs {
+				reps[i] = store.RunCompleteParams{RunID: r.RunID, WorkerID: "w1", Success: true, Now: now}
+			}
+			_, errs := st.RunCompleteMany(f.Ctx(), reps)
+			if err := errors.Join(errs...); err != nil {
+				b.Fatal(err)
+			}
+			continue
+		}
 		var release func()
-		if hold {
+		if mode == reportHeld {
 			release = st.HoldWriterForTest()
 		}
 		for _, r := range runs {
@@ -169,7 +194,7 @@ func groupCycle(b *testing.B, hold bool) {
 				errs <- err
 			}()
 		}
-		if hold {
+		if mode == reportHeld {
 			for st.QueuedForTest() < len(runs) {
 				time.Sleep(100 * time.Microsecond)
 			}
