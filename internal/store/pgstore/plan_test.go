@@ -27,20 +27,7 @@ import (
 func TestClaimableProbeReadsReadyIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := newSchema(t)
-	st, err := pgstore.New(ctx, pgstore.Config{URL: testURL(), Schema: schema, NodeID: "node-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	conn, err := pgx.Connect(ctx, testURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `SET search_path TO `+pgx.Identifier{schema}.Sanitize()+`; SET plan_cache_mode = force_generic_plan`); err != nil {
-		t.Fatal(err)
-	}
+	_, conn := planSchema(t)
 	if _, err := conn.Exec(ctx, `PREPARE probe (text, text, bigint) AS `+pgstore.ClaimableSQL); err != nil {
 		t.Fatal(err)
 	}
@@ -115,20 +102,7 @@ func tasksScans(plan map[string]any, out []string) []string {
 func TestListPlansReadFewRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := newSchema(t)
-	st, err := pgstore.New(ctx, pgstore.Config{URL: testURL(), Schema: schema, NodeID: "node-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	conn, err := pgx.Connect(ctx, testURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `SET search_path TO `+pgx.Identifier{schema}.Sanitize()+`; SET plan_cache_mode = force_generic_plan`); err != nil {
-		t.Fatal(err)
-	}
+	st, conn := planSchema(t)
 	// Ids are time-ordered: the old tasks are the few open and failed
 	// ones, as with a backlog, so that the primary key read backwards
 	// meets the finished ones first.
@@ -221,18 +195,8 @@ func tasksRowsRead(plan map[string]any) int {
 func TestPinnedWaitingReadsPinnedOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := newSchema(t)
-	st, err := pgstore.New(ctx, pgstore.Config{URL: testURL(), Schema: schema, NodeID: "node-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	conn, err := pgx.Connect(ctx, testURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `SET search_path TO `+pgx.Identifier{schema}.Sanitize()+`; SET plan_cache_mode = force_generic_plan;
+	st, conn := planSchema(t)
+	if _, err := conn.Exec(ctx, `
 		INSERT INTO tasks (id, kind, level, status, avail, max_retries, workers, timeout_s, hb_timeout_s,
 			created_at, run_at, updated_at, worker_ids)
 		SELECT lpad(to_hex(i), 32, '0'), 'k', i % 3, 'SCHEDULED', true, 0, 1, 0, 30, i, i, i,
@@ -266,20 +230,7 @@ func TestPinnedWaitingReadsPinnedOnly(t *testing.T) {
 func TestHandoffProbesReadReadyIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := newSchema(t)
-	st, err := pgstore.New(ctx, pgstore.Config{URL: testURL(), Schema: schema, NodeID: "node-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	conn, err := pgx.Connect(ctx, testURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `SET search_path TO `+pgx.Identifier{schema}.Sanitize()+`; SET plan_cache_mode = force_generic_plan`); err != nil {
-		t.Fatal(err)
-	}
+	_, conn := planSchema(t)
 	for _, c := range []struct{ rows, avail int }{{100, 100}, {1000, 500}, {20000, 0}} {
 		if _, err := conn.Exec(ctx, `TRUNCATE tasks CASCADE`); err != nil {
 			t.Fatal(err)
@@ -314,4 +265,27 @@ func TestHandoffProbesReadReadyIndex(t *testing.T) {
 			}
 		}
 	}
+}
+
+// planSchema opens a store on a fresh schema (so it is migrated) and a
+// connection to that schema planning as the store's connections do
+// (generic plans), both closed when t ends.
+func planSchema(t *testing.T) (*pgstore.Store, *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	schema := newSchema(t)
+	st, err := pgstore.New(ctx, pgstore.Config{URL: testURL(), Schema: schema, NodeID: "node-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	conn, err := pgx.Connect(ctx, testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if _, err := conn.Exec(ctx, `SET search_path TO `+pgx.Identifier{schema}.Sanitize()+`; SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	return st, conn
 }
