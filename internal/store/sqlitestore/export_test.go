@@ -139,15 +139,7 @@ func (s *Store) CompletePlansForTest(ctx context.Context) (map[string][]string, 
 
 // wplanForTest is planForTest on the write connection.
 func (s *Store) wplanForTest(ctx context.Context, q string, args ...any) ([]string, error) {
-	rows, err := s.wdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
-	if err != nil {
-		return nil, err
-	}
-	return collectRows(rows, "plan", func(sc scanner) (*string, error) {
-		var id, parent, unused int
-		var detail string
-		return &detail, sc.Scan(&id, &parent, &unused, &detail)
-	})
+	return explainOn(ctx, s.wdb, q, args...)
 }
 
 // IndexesForTest returns the names of the indexes of table, in order.
@@ -202,7 +194,12 @@ func (s *Store) StatsPlanForTest(ctx context.Context) ([]string, error) {
 
 // planForTest returns SQLite's plan (EXPLAIN QUERY PLAN details) of q.
 func (s *Store) planForTest(ctx context.Context, q string, args ...any) ([]string, error) {
-	rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+	return explainOn(ctx, s.rdb, q, args...)
+}
+
+// explainOn returns SQLite's plan (EXPLAIN QUERY PLAN details) of q on db.
+func explainOn(ctx context.Context, db *sql.DB, q string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -216,15 +213,7 @@ func (s *Store) planForTest(ctx context.Context, q string, args ...any) ([]strin
 // PinnedWaitingPlanForTest returns SQLite's plan (EXPLAIN QUERY PLAN
 // details) of TaskPinnedWaiting's query.
 func (s *Store) PinnedWaitingPlanForTest(ctx context.Context) ([]string, error) {
-	rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+pinnedWaitingQuery, 0, 1)
-	if err != nil {
-		return nil, err
-	}
-	return collectRows(rows, "plan", func(sc scanner) (*string, error) {
-		var id, parent, unused int
-		var detail string
-		return &detail, sc.Scan(&id, &parent, &unused, &detail)
-	})
+	return s.planForTest(ctx, pinnedWaitingQuery, 0, 1)
 }
 
 // CompleteRowsForTest returns the rows of completeSettleRows for n
@@ -241,15 +230,7 @@ func (s *Store) CandidatePlanForTest(ctx context.Context, pinnedOnly bool) ([]st
 	if pinnedOnly {
 		q = pinnedCandidateQuery
 	}
-	rows, err := s.wdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, "w", "k", 0, 1)
-	if err != nil {
-		return nil, err
-	}
-	return collectRows(rows, "plan", func(sc scanner) (*string, error) {
-		var id, parent, unused int
-		var detail string
-		return &detail, sc.Scan(&id, &parent, &unused, &detail)
-	})
+	return s.wplanForTest(ctx, q, "w", "k", 0, 1)
 }
 
 // IndexSQLForTest returns the CREATE INDEX statement of index name.
