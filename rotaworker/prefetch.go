@@ -11,8 +11,9 @@ import (
 
 // Prefetch tuning (see "Prefetch" in the package doc).
 const (
-	// DefaultPrefetch is the most runs a kind holds beyond its concurrency
-	// when Config.Prefetch is 0 (and never more than the concurrency).
+	// DefaultPrefetch is the least runs a quick kind holds beyond its
+	// concurrency when Config.Prefetch is 0 (and never more than the
+	// concurrency); PrefetchHorizon may raise it.
 	DefaultPrefetch = 4
 	// QuickRun is the average run time under which a kind prefetches: a
 	// kind whose handlers take longer gains nothing from it (a claim's
@@ -26,6 +27,13 @@ const (
 	BufferWait = time.Second
 	// maxClaim is the most runs one claim may ask for (the server's limit).
 	maxClaim = 1000
+	// PrefetchHorizon bounds the default prefetch of a quick kind: it holds
+	// as many runs beyond its concurrency as its slots start, on average,
+	// within this time (at least DefaultPrefetch, at most the concurrency).
+	// Runs of a few milliseconds or less thus come in claims of up to twice
+	// the concurrency, fewer and larger claims, and a prefetched run waits
+	// about this long for a slot.
+	PrefetchHorizon = 10 * time.Millisecond
 )
 
 // Reasons a run was handed back without its handler being called.
@@ -50,8 +58,10 @@ func prefetchOf(cfg int, conc int) int {
 // the next claim asks for: up to the concurrency, plus the prefetch while
 // the kind's runs are quick.
 type hand struct {
-	// Immutable.
+	// Immutable. adaptive: the prefetch is the default's, which grows
+	// with the kind's speed (PrefetchHorizon) up to the concurrency.
 	conc, prefetch int
+	adaptive       bool
 
 	mu  sync.Mutex    // guards the fields below
 	n   int           // runs held
@@ -60,14 +70,36 @@ type hand struct {
 	room chan struct{} // buffered 1: signalled when n drops or the limit may have changed
 }
 
+// newHandFor is the hand of a kind of concurrency conc under the
+// configured prefetch cfg (Config.Prefetch: 0 the adaptive default).
+func newHandFor(cfg, conc int) *hand {
+	h := newHand(conc, prefetchOf(cfg, conc))
+	h.adaptive = cfg == 0
+	return h
+}
+
 func newHand(conc, prefetch int) *hand {
 	return &hand{conc: conc, prefetch: prefetch, avg: -1, room: make(chan struct{}, 1)}
+}
+
+// maxPrefetch is the most runs the kind may hold beyond its concurrency.
+func (h *hand) maxPrefetch() int {
+	if h.adaptive {
+		return max(h.prefetch, h.conc)
+	}
+	return h.prefetch
 }
 
 // limit is how many runs the kind may hold now. h.mu is held.
 func (h *hand) limit() int {
 	if h.avg >= 0 && h.avg < QuickRun {
-		return h.conc + h.prefetch
+		extra := h.prefetch
+		if h.adaptive {
+			// The runs its slots start within PrefetchHorizon.
+			starts := int64(h.conc) * int64(PrefetchHorizon) / int64(max(h.avg, time.Microsecond))
+			extra = int(min(max(starts, int64(extra)), int64(h.conc)))
+		}
+		return h.conc + extra
 	}
 	return h.conc
 }

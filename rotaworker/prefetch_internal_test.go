@@ -150,3 +150,34 @@ func waitTimers(t *testing.T, clk *clock.Fake, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestAdaptivePrefetch: the default prefetch of a quick kind is what its
+// slots start within PrefetchHorizon, between DefaultPrefetch and the
+// concurrency; a configured prefetch stays as configured.
+func TestAdaptivePrefetch(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		cfg, conc int
+		avg       time.Duration
+		want      int // the limit
+	}{
+		{0, 256, -1, 256},                         // run time unknown: no prefetch
+		{0, 256, 0, 512},                          // no-op runs: the concurrency again
+		{0, 256, time.Millisecond, 512},           // 2,560 starts in 10 ms, capped
+		{0, 256, 50 * time.Millisecond, 256 + 51}, // 256 × 10/50
+		{0, 256, 2 * time.Second / 10, 256},       // slower than QuickRun: none
+		{0, 8, 90 * time.Millisecond, 8 + 4},      // 0.9 starts: DefaultPrefetch
+		{0, 1, 0, 2},                              // concurrency 1: at most 1
+		{3, 256, 0, 259},                          // configured: fixed
+		{-1, 256, 0, 256},                         // none
+	} {
+		h := newHandFor(tt.cfg, tt.conc)
+		h.avg = tt.avg
+		if got := h.limit(); got != tt.want {
+			t.Errorf("Prefetch %d, concurrency %d, runs of %v: limit %d, want %d", tt.cfg, tt.conc, tt.avg, got, tt.want)
+		}
+		if m := h.maxPrefetch(); h.limit()-tt.conc > m {
+			t.Errorf("Prefetch %d, concurrency %d: limit %d beyond the concurrency plus maxPrefetch %d", tt.cfg, tt.conc, h.limit(), m)
+		}
+	}
+}

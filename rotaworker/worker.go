@@ -76,9 +76,12 @@
 //
 // While a kind's runs are quick (their handlers take under [QuickRun] on
 // average), the worker holds up to Config.Prefetch runs of it beyond its
-// concurrency (default [DefaultPrefetch], at most the concurrency): its
-// claims ask for the free slots plus those, so that a handler that returns
-// finds the next run in hand instead of waiting for a claim's round trip.
+// concurrency: its claims ask for the free slots plus those, so that a
+// handler that returns finds the next run in hand instead of waiting for a
+// claim's round trip. By default the prefetch is as many runs as the
+// kind's slots start, on average, within [PrefetchHorizon]: at least
+// [DefaultPrefetch], at most the concurrency (runs of a few milliseconds
+// come in claims of up to twice the concurrency: fewer, larger claims).
 // A prefetched run is the worker's from the moment it arrives: its clocks
 // (timeout and lease) count from the hand-over as any run's do, and it is
 // heartbeated while it waits for a slot. It gets a slot as one frees; one
@@ -162,8 +165,9 @@ type Config struct {
 	MaxLocalRetries int
 	// Prefetch is how many runs of a kind the worker may hold beyond the
 	// kind's concurrency, waiting for a slot, while the kind's runs are
-	// quick (see Prefetch in the package doc): 0 means DefaultPrefetch (at
-	// most the concurrency), a negative number none.
+	// quick (see Prefetch in the package doc): 0 means the default, which
+	// grows with the kind's speed (PrefetchHorizon) from DefaultPrefetch up
+	// to the concurrency; a negative number none.
 	Prefetch int
 	// Logger receives the worker's diagnostics (default slog.Default()).
 	Logger *slog.Logger
@@ -391,7 +395,7 @@ func register[T any](w *Worker, kind string, opts []HandlerOptions, fn func(cont
 	w.handlers[kind] = &kindHandler{
 		kind:  kind,
 		slots: make(chan struct{}, n),
-		hand:  newHand(n, prefetchOf(w.cfg.Prefetch, n)),
+		hand:  newHandFor(w.cfg.Prefetch, n),
 		call: func(ctx context.Context, st *runState) error {
 			t := newTask[T](st)
 			if err := decode(st.claimed.Payload, &t.Payload); err != nil {
@@ -467,7 +471,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	for _, k := range kinds {
 		kh := w.handlers[k]
-		kh.runq = &runQueue{max: kh.hand.conc + kh.hand.prefetch, base: base, runs: &runs, stop: w.stopping}
+		kh.runq = &runQueue{max: kh.hand.conc + kh.hand.maxPrefetch(), base: base, runs: &runs, stop: w.stopping}
 		loops.Go(func() { w.claimLoop(claimCtx, base, kh, &runs) })
 	}
 	loops.Wait()
