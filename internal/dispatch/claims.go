@@ -181,16 +181,6 @@ func (d *Dispatcher) claimed(ctx context.Context, r ClaimRequest, box *nextClaim
 	return res, err
 }
 
-// stopping reports whether Stop was called.
-func (d *Dispatcher) stopping() bool {
-	select {
-	case <-d.quit:
-		return true
-	default:
-		return false
-	}
-}
-
 // releaseAbandoned releases runs granted to a claim whose caller is gone:
 // they end CANCELED, cost no attempt, and their tasks are claimable again.
 func (d *Dispatcher) releaseAbandoned(ctx context.Context, worker string, runs []rota.ClaimedRun) {
