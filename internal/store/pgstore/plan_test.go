@@ -56,18 +56,7 @@ func TestClaimableProbeReadsReadyIndex(t *testing.T) {
 	// seconds of a busy installation: each analyzed, as the store's
 	// analyzer does (analyze.go), then the probe planned again.
 	for _, st := range []struct{ rows, avail int }{{100, 100}, {500, 250}, {1000, 500}, {1000, 0}, {5000, 500}, {20000, 0}, {20000, 20000}} {
-		if _, err := conn.Exec(ctx, `TRUNCATE tasks CASCADE`); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, `INSERT INTO tasks (id, kind, level, status, avail, max_retries, workers, timeout_s, hb_timeout_s,
-			end_time, created_at, run_at, updated_at)
-		SELECT lpad(to_hex(i), 32, '0'), 'k', 1, CASE WHEN i <= $2 THEN 'SCHEDULED' ELSE 'SUCCESS' END, i <= $2, 0, 1, 0, 30, i, i, i, i
-		FROM generate_series(1, $1::int) AS i`, st.rows, st.avail); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, `ANALYZE tasks`); err != nil {
-			t.Fatal(err)
-		}
+		fillKind(t, conn, st.rows, st.avail)
 		if _, err := conn.Exec(ctx, `DEALLOCATE probe; PREPARE probe (text, text, bigint) AS `+pgstore.ClaimableSQL); err != nil {
 			t.Fatal(err)
 		}
@@ -232,16 +221,8 @@ func TestHandoffProbesReadReadyIndex(t *testing.T) {
 	ctx := context.Background()
 	_, conn := planSchema(t)
 	for _, c := range []struct{ rows, avail int }{{100, 100}, {1000, 500}, {20000, 0}} {
-		if _, err := conn.Exec(ctx, `TRUNCATE tasks CASCADE`); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, `INSERT INTO tasks (id, kind, level, status, avail, max_retries, workers, timeout_s, hb_timeout_s,
-				end_time, created_at, run_at, updated_at)
-			SELECT lpad(to_hex(i), 32, '0'), 'k', 1, CASE WHEN i <= $2 THEN 'SCHEDULED' ELSE 'SUCCESS' END, i <= $2, 0, 1, 0, 30, i, i, i, i
-			FROM generate_series(1, $1::int) AS i`, c.rows, c.avail); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, `ANALYZE tasks; PREPARE hand AS `+pgstore.InsertStartedSQL); err != nil {
+		fillKind(t, conn, c.rows, c.avail)
+		if _, err := conn.Exec(ctx, `PREPARE hand AS `+pgstore.InsertStartedSQL); err != nil {
 			t.Fatal(err)
 		}
 		var plan []map[string]any
@@ -288,4 +269,24 @@ func planSchema(t *testing.T) (*pgstore.Store, *pgx.Conn) {
 		t.Fatal(err)
 	}
 	return st, conn
+}
+
+// fillKind replaces the tasks with rows tasks of kind k at level mid, the
+// first avail of them claimable (SCHEDULED), the others finished
+// (SUCCESS), then analyzes the table as the store's analyzer would.
+func fillKind(t *testing.T, conn *pgx.Conn, rows, avail int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, `TRUNCATE tasks CASCADE`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO tasks (id, kind, level, status, avail, max_retries, workers, timeout_s, hb_timeout_s,
+			end_time, created_at, run_at, updated_at)
+		SELECT lpad(to_hex(i), 32, '0'), 'k', 1, CASE WHEN i <= $2 THEN 'SCHEDULED' ELSE 'SUCCESS' END, i <= $2, 0, 1, 0, 30, i, i, i, i
+		FROM generate_series(1, $1::int) AS i`, rows, avail); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `ANALYZE tasks`); err != nil {
+		t.Fatal(err)
+	}
 }
