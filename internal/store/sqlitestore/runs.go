@@ -304,9 +304,7 @@ const settleCols = `status = 'SUCCESS', done = 1, avail = 0, successes = 1, runn
 // result made at one instant: ?1 is a JSON array of their task ids, ?2
 // the instant. OR FAIL: see noStatementJournal. NOT INDEXED: one probe of
 // the primary key per report.
-var completeSettle = `UPDATE OR FAIL tasks NOT INDEXED SET ` + settleCols + `
-	FROM (SELECT value AS r_id, ?2 AS r_now, '' AS r_msg, NULL AS r_result FROM json_each(?1)) AS j
-	WHERE tasks.id = j.r_id`
+var completeSettle = settleFrom(`(SELECT value AS r_id, ?2 AS r_now, '' AS r_msg, NULL AS r_result FROM json_each(?1)) AS j`)
 
 // completeSettleEach is completeSettle for reports made at more instants
 // than maxSettleInstants: ?1 is a JSON object of their task ids to their
@@ -314,9 +312,16 @@ var completeSettle = `UPDATE OR FAIL tasks NOT INDEXED SET ` + settleCols + `
 // instructions a report more than one bound instant, and one more
 // statement about 25,000: a group of reports (a worker's batch, or a few)
 // has one or two.
-var completeSettleEach = `UPDATE OR FAIL tasks NOT INDEXED SET ` + settleCols + `
-	FROM (SELECT key AS r_id, value AS r_now, '' AS r_msg, NULL AS r_result FROM json_each(?1)) AS j
+var completeSettleEach = settleFrom(`(SELECT key AS r_id, value AS r_now, '' AS r_msg, NULL AS r_result FROM json_each(?1)) AS j`)
+
+// settleFrom is the UPDATE of the completeSettle statements: it settles
+// (settleCols) the task of each row of j, the FROM item from (columns
+// r_id, r_now, r_msg, r_result).
+func settleFrom(from string) string {
+	return `UPDATE OR FAIL tasks NOT INDEXED SET ` + settleCols + `
+	FROM ` + from + `
 	WHERE tasks.id = j.r_id`
+}
 
 // maxSettleInstants bounds the completeSettle statements of a group.
 const maxSettleInstants = 4
@@ -335,8 +340,7 @@ const completeWidth = 4
 func completeSettleRows(rows int) string {
 	row := "(" + inList(completeWidth) + ")"
 	return `WITH j(` + completeSettleCols + `) AS (VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", rows), ", ") + `)
-	UPDATE OR FAIL tasks NOT INDEXED SET ` + settleCols + `
-	FROM j WHERE tasks.id = j.r_id`
+	` + settleFrom("j")
 }
 
 // settlesAsLiterals reports whether store.Settle settles success report
