@@ -70,12 +70,16 @@ type Queue struct {
 	statsFor time.Duration // how long it serves scrapes; 0: read at every scrape
 }
 
-// A Stats read that takes slowStats or more (it counts every task: 1.27 s
-// with 1,000,000 on PostgreSQL) serves the scrapes of ten times its
-// duration, at most maxStatsAge: a deep queue then costs the store about a
-// tenth of a core however often it is scraped. Quick reads are never reused.
+// A Stats read that takes slowStats or more and counted deepStats tasks or
+// more (it counts every task: 1.27 s with 1,000,000 on PostgreSQL) serves
+// the scrapes of ten times its duration, at most maxStatsAge: a deep queue
+// then costs the store about a tenth of a core however often it is scraped.
+// Quick reads are never reused, nor slow reads of a shallow queue (the
+// machine was busy: the next read is not slow for the queue's depth, and
+// a small queue's counts move too fast to be served late).
 const (
 	slowStats   = 100 * time.Millisecond
+	deepStats   = 10_000
 	maxStatsAge = 30 * time.Second
 )
 
@@ -230,10 +234,21 @@ func (q *Queue) readStats(ctx context.Context, now time.Time) (store.Stats, erro
 		return stats, err
 	}
 	q.stats, q.statsAt, q.statsFor = stats, time.Now(), 0
-	if took := q.statsAt.Sub(began); took >= slowStats {
+	if took := q.statsAt.Sub(began); took >= slowStats && taskCount(stats) >= deepStats {
 		q.statsFor = min(10*took, maxStatsAge)
 	}
 	return stats, nil
+}
+
+// taskCount is the number of tasks stats counted.
+func taskCount(stats store.Stats) int {
+	n := 0
+	for _, k := range stats.Kinds {
+		for _, c := range k.Counts {
+			n += c
+		}
+	}
+	return n
 }
 
 // Collect reads the store and sends the scrape-time gauges: every status

@@ -254,29 +254,37 @@ func TestDashboardUsesExistingSeries(t *testing.T) {
 	}
 }
 
-// slowStatsStore is a store whose Stats take delay (a deep queue's count).
+// slowStatsStore is a store whose Stats take delay and count waiting
+// more tasks than it holds (a deep queue's count).
 type slowStatsStore struct {
 	store.Store
-	delay time.Duration
-	calls atomic.Int32
+	delay   time.Duration
+	waiting int
+	calls   atomic.Int32
 }
 
 func (s *slowStatsStore) Stats(ctx context.Context, now time.Time) (store.Stats, error) {
 	s.calls.Add(1)
 	time.Sleep(s.delay)
-	return s.Store.Stats(ctx, now)
+	stats, err := s.Store.Stats(ctx, now)
+	for _, k := range stats.Kinds {
+		k.Counts[rota.StatusWaiting] += s.waiting
+	}
+	return stats, err
 }
 
-// TestQueueReusesASlowStatsRead: a slow Stats read serves the next
-// scrapes for a while; quick reads are made at every scrape.
+// TestQueueReusesASlowStatsRead: a slow Stats read of a deep queue serves
+// the next scrapes for a while; quick reads, and slow reads of a shallow
+// queue, are made at every scrape.
 func TestQueueReusesASlowStatsRead(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		delay time.Duration
-		reads int32
-	}{{0, 3}, {150 * time.Millisecond, 1}} {
+		delay   time.Duration
+		waiting int
+		reads   int32
+	}{{0, 1_000_000, 3}, {150 * time.Millisecond, 100, 3}, {150 * time.Millisecond, 1_000_000, 1}} {
 		b := queueSetup(t)
-		slow := &slowStatsStore{Store: b.st, delay: c.delay}
+		slow := &slowStatsStore{Store: b.st, delay: c.delay, waiting: c.waiting}
 		reg := prometheus.NewRegistry()
 		if _, err := metrics.NewQueue(reg, slow, nil); err != nil {
 			t.Fatal(err)
@@ -288,7 +296,7 @@ func TestQueueReusesASlowStatsRead(t *testing.T) {
 			}
 		}
 		if got := slow.calls.Load(); got != c.reads {
-			t.Errorf("Stats taking %v: %d reads for 3 scrapes, want %d", c.delay, got, c.reads)
+			t.Errorf("Stats taking %v, %d waiting: %d reads for 3 scrapes, want %d", c.delay, c.waiting, got, c.reads)
 		}
 	}
 }
