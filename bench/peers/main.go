@@ -253,7 +253,7 @@ func parseFlags() options {
 	flag.StringVar(&o.readme, "readme", "", `README to write the results into (default bench/peers/README.md of this checkout; "-" for none)`)
 	flag.StringVar(&o.scenarios, "scenarios", "submit,e2e,latency,delayed", "scenarios to run (submit = submit-single,submit-batch)")
 	flag.StringVar(&o.systems, "systems", "rota,river", "systems to run")
-	flag.StringVar(&o.perfDir, "perf", "", "record the rota server's CPU with perf (perf record -g) during its e2e runs into this directory (skews the figures; for profiling only)")
+	flag.StringVar(&o.perfDir, "perf", "", "record the rota server's CPU with perf (perf record -g) during its e2e and latency runs into this directory (skews the figures; for profiling only)")
 	flag.IntVar(&o.poolMax, "pool-max-conns", 0, "set pool_max_conns in the PostgreSQL URL of both systems (default: pgxpool's, max(4, CPUs))")
 	flag.BoolVar(&o.child, "river-child", false, "internal: run one River case read as JSON from stdin")
 	flag.Parse()

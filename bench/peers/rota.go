@@ -150,8 +150,8 @@ func runRota(ctx context.Context, bin string, spec caseSpec, admin *pgxpool.Pool
 		return res, err
 	}
 	defer srv.stop()
-	if perfDir != "" && spec.Scenario == "e2e" {
-		stopPerf, err := startPerf(perfDir, fmt.Sprintf("rota-e2e-raw=%v-run%d.perf.data", spec.Raw, run), srv.pid())
+	if perfDir != "" && (spec.Scenario == "e2e" || spec.Scenario == "latency") {
+		stopPerf, err := startPerf(perfDir, fmt.Sprintf("rota-%s-raw=%v-run%d.perf.data", spec.Scenario, spec.Raw, run), srv.pid())
 		if err != nil {
 			return res, err
 		}

@@ -426,7 +426,7 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 	case strings.HasPrefix(cfg.Store, "sqlite:"):
 		return sqlitestore.New(ctx, sqlitestore.Config{Path: strings.TrimPrefix(cfg.Store, "sqlite:"), Relaxed: cfg.Relaxed, Cost: cfg.Cost})
 	case strings.HasPrefix(cfg.Store, "postgres://"), strings.HasPrefix(cfg.Store, "postgresql://"):
-		return pgstore.New(ctx, pgstore.Config{URL: cfg.Store, Schema: cfg.PGSchema, NodeID: cfg.NodeID, Logger: cfg.Logger, Cost: cfg.Cost})
+		return pgstore.New(ctx, pgstore.Config{URL: cfg.Store, Schema: cfg.PGSchema, NodeID: cfg.NodeID, Logger: cfg.Logger, Cost: cfg.Cost, WarmConns: true})
 	case strings.HasPrefix(cfg.Store, "mysql://"), strings.HasPrefix(cfg.Store, "mariadb://"):
 		return mysqlstore.New(ctx, mysqlstore.Config{URL: cfg.Store, NodeID: cfg.NodeID, Logger: cfg.Logger, Cost: cfg.Cost})
 	case strings.HasPrefix(cfg.Store, "redis://"), strings.HasPrefix(cfg.Store, "rediss://"):

@@ -24,14 +24,25 @@ import (
 // minute (autovacuum_naptime), so a new installation under load would run
 // its first minute or more on plans for empty tables.
 //
-// The analyzer closes that gap: every analyzeEvery it reads the change
-// counters of the store's busy tables and ANALYZEs those that changed by
-// more rows than they held when last analyzed (and at least
-// analyzeMinChanges): a table that doubled, typically a young one. ANALYZE
-// invalidates the cached plans that read the table, so every connection
-// plans again with the new statistics. A large table that changes slowly
-// is left to autovacuum. In a cluster, an advisory lock lets one node at a
-// time do it.
+// The analyzer closes that gap: every analyzeEvery it reads the size of
+// the store's busy tables and ANALYZEs those whose live rows grew to
+// analyzeGrowth (4) times what they held when last analyzed (and number at
+// least analyzeMinRows): a young table, at 100, 400, 1,600, 6,400… rows. ANALYZE invalidates the cached
+// plans that read the table, so every connection plans again with the new
+// statistics. A table that only changes (claims and reports update rows
+// in place) keeps its plans: its size, not its churn, decides between a
+// scan and an index. A large table that grows slowly is left to autovacuum
+// (PostgreSQL scales a table's last counted rows by its current size when
+// it plans, so a plan made at 10,000 rows holds at 1,000,000). In a
+// cluster, an advisory lock lets one node at a time do it.
+//
+// Counting changes instead (an analysis once a table had changed by more
+// rows than it held) analyzed every few hundred milliseconds, then every
+// 2 s, for as long as a queue ran: each task's claim and end update its
+// row twice. In the 500 tasks/s latency benchmark that was about a dozen
+// ANALYZEs in 10 s, each followed by every pool connection planning each
+// hot statement again on a request's path (11–28 ms each on the 2-core
+// VM, in PostgreSQL's log): the slowest 1% of task starts waited for them.
 //
 // It looks often at small tables because a plan for a small table goes
 // on scanning it as it grows: a generic plan prefers a sequential scan to
@@ -41,21 +52,17 @@ import (
 // seconds of a new schema (auto_explain in the 500 tasks/s latency
 // benchmark: 16 of 45 sampled starts of runs, 2.7 ms each against 0.6 ms
 // with the index; 8 of 93 reports, 1.1 against 0.26 ms). So a table of
-// fewer than analyzeSmall rows is checked every analyzeEvery from
-// analyzeMinChanges changed rows on; a larger one, whose plans already
-// use the indexes, as before: every analyzeEveryLarge from
-// analyzeMinChangesLarge, so that the faster pace, for a few hundred rows,
-// does not also make a table of 50,000 rows that doubles in a second be
-// read (up to 30,000 sampled rows) twice a second. (In the batch submit
-// benchmark, 50,000 tasks in ~2 s, PostgreSQL's CPU per task did not tell
-// the two paces apart: 0.025–0.035 s per 1,000 tasks either way.)
+// fewer than analyzeSmall rows is checked every analyzeEvery; a larger
+// one, whose plans already use the indexes, every analyzeEveryLarge, so
+// that a table of 50,000 rows that doubles in a second is not read (up to
+// 30,000 sampled rows) twice a second.
 
 const (
-	analyzeEvery           = 500 * time.Millisecond
-	analyzeMinChanges      = 100
-	analyzeSmall           = 5000
-	analyzeEveryLarge      = 2 * time.Second
-	analyzeMinChangesLarge = 1000
+	analyzeEvery      = 500 * time.Millisecond
+	analyzeGrowth     = 4
+	analyzeMinRows    = 100
+	analyzeSmall      = 5000
+	analyzeEveryLarge = 2 * time.Second
 )
 
 // analyzedTables are the tables the analyzer watches.
@@ -81,14 +88,14 @@ func (s *Store) analyzer() {
 	}
 }
 
-// analyzeYoung analyzes the watched tables that changed by more rows than
-// they held at their last analysis (small ones only, unless large), and
-// returns their names.
+// analyzeYoung analyzes the watched tables whose live rows grew to
+// analyzeGrowth times what they held at their last analysis (small ones
+// only, unless large), and returns their names.
 func (s *Store) analyzeYoung(ctx context.Context, large bool) ([]string, error) {
-	// The counters of these tables only (pg_stat_get_mod_since_analyze):
-	// the view pg_stat_user_tables computes every table of the database,
-	// tens of milliseconds in a database of many schemas.
-	rows, err := s.pool.Query(ctx, `SELECT c.relname, c.reltuples, pg_stat_get_mod_since_analyze(c.oid)
+	// The counters of these tables only (pg_stat_get_live_tuples): the
+	// view pg_stat_user_tables computes every table of the database, tens
+	// of milliseconds in a database of many schemas.
+	rows, err := s.pool.Query(ctx, `SELECT c.relname, c.reltuples, pg_stat_get_live_tuples(c.oid)
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relname = ANY ($2) AND c.relkind = 'r'`, s.cfg.Schema, analyzedTables)
 	if err != nil {
@@ -97,17 +104,15 @@ func (s *Store) analyzeYoung(ctx context.Context, large bool) ([]string, error) 
 	var due []string
 	for rows.Next() {
 		var (
-			name    string
-			tuples  float32 // -1: never analyzed
-			changed int64
+			name   string
+			tuples float32 // -1: never analyzed
+			live   int64
 		)
-		if err := rows.Scan(&name, &tuples, &changed); err != nil {
+		if err := rows.Scan(&name, &tuples, &live); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		small := tuples < analyzeSmall
-		if float64(changed) > float64(tuples) &&
-			((small && changed >= analyzeMinChanges) || (large && changed >= analyzeMinChangesLarge)) {
+		if live >= analyzeMinRows && float64(live) >= analyzeGrowth*float64(tuples) && (large || tuples < analyzeSmall) {
 			due = append(due, name)
 		}
 	}
@@ -144,6 +149,9 @@ func (s *Store) analyzeYoung(ctx context.Context, large bool) ([]string, error) 
 	})
 	if err != nil {
 		return nil, err
+	}
+	if len(due) > 0 {
+		s.warmIdle(ctx) // the ANALYZE invalidated their plans
 	}
 	return due, nil
 }

@@ -15,8 +15,10 @@ import (
 // TestYoungTablesAreAnalyzed fills a new schema's tasks table and checks
 // that the store analyzes it by itself within seconds (autovacuum would
 // take up to a minute), so that the statements planned while it was empty
-// are planned again with its real size; and that a table analyzed since
-// is left alone.
+// are planned again with its real size; that a table analyzed since is
+// left alone, even when every row of it changed (ANALYZE makes every
+// connection plan its statements again); and that it is analyzed again
+// once it has grown fourfold.
 func TestYoungTablesAreAnalyzed(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t)
@@ -50,12 +52,34 @@ func TestYoungTablesAreAnalyzed(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// Analyzed: a pass now leaves it alone (it changed by nothing since).
+	// Analyzed: a pass now leaves it alone, although every row changed
+	// since (counted once this connection's statistics are flushed).
+	for _, q := range []string{`SET search_path = ` + pgx.Identifier{schema}.Sanitize(),
+		`UPDATE tasks SET payload = payload`, `UPDATE tasks SET payload = payload`, `SELECT pg_stat_force_next_flush()`, `SELECT 1`} {
+		if _, err := conn.Exec(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
 	due, err := pgstore.AnalyzeYoung(st, t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if slices.Contains(due, "tasks") {
-		t.Fatalf("analyzed tasks again with no change since: %v", due)
+		t.Fatalf("analyzed tasks again after updates that did not grow it: %v", due)
+	}
+	// Grown fourfold: analyzed again.
+	for range 3 {
+		for i := range ps {
+			ps[i] = f.Params("k", f.At(time.Duration(i)*time.Millisecond))
+		}
+		if _, err := st.TaskInsertMany(t.Context(), ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for reltuples() < 4*n {
+		if time.Now().After(deadline) {
+			t.Fatalf("tasks not analyzed within 20 s of growing to %d rows: reltuples %v", 4*n, reltuples())
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

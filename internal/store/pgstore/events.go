@@ -53,19 +53,23 @@ func (s *Store) EventAppend(ctx context.Context, evs []rota.Event) (uint64, erro
 		note = note[:0] // no other node to tell (notify.go)
 	}
 	var last int64
-	err := s.pool.QueryRow(ctx, `WITH seq AS (
-			UPDATE event_seq SET last_id = last_id + $1 RETURNING last_id
-		), ins AS (
-			INSERT INTO events (id, first_id, at, data) SELECT seq.last_id, seq.last_id - $1 + 1, $2, $3 FROM seq
-		)
-		SELECT seq.last_id FROM seq, (SELECT count(pg_notify($4, p)) FROM unnest($5::text[]) AS p) AS note,
-			(SELECT set_config('synchronous_commit', 'off', true)) AS async`,
-		len(evs), ms(evs[0].Time), data, s.channel, note).Scan(&last)
+	err := s.pool.QueryRow(ctx, eventAppendSQL, len(evs), ms(evs[0].Time), data, s.channel, note).Scan(&last)
 	if err != nil {
 		return 0, s.translate("append events", err)
 	}
 	return uint64(last), nil
 }
+
+// eventAppendSQL appends a chunk of $1 events at $2 (data $3) and
+// notifies channel $4 with the payloads $5, without waiting for the WAL
+// flush (see EventAppend).
+const eventAppendSQL = `WITH seq AS (
+			UPDATE event_seq SET last_id = last_id + $1 RETURNING last_id
+		), ins AS (
+			INSERT INTO events (id, first_id, at, data) SELECT seq.last_id, seq.last_id - $1 + 1, $2, $3 FROM seq
+		)
+		SELECT seq.last_id FROM seq, (SELECT count(pg_notify($4, p)) FROM unnest($5::text[]) AS p) AS note,
+			(SELECT set_config('synchronous_commit', 'off', true)) AS async`
 
 // chunkBufs holds the buffers EventAppend encodes chunks into (*[]byte):
 // an append of the events of a busy second is hundreds of kilobytes, made

@@ -146,3 +146,9 @@ const (
 	RoundLevelsSQL = roundLevelsSQL
 	SlotSQL        = slotSQL
 )
+
+// Pool is s's connection pool.
+func Pool(s *Store) *pgxpool.Pool { return s.pool }
+
+// WarmSQL are the statements a warm connection has prepared and planned.
+var WarmSQL = warmSQL

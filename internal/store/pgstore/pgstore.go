@@ -169,6 +169,12 @@ type Config struct {
 	// Cost, when set, counts the statements, round trips and commits of
 	// the store's connections (package storecost); nil counts nothing.
 	Cost *storecost.Counter
+	// WarmConns keeps the pool full (MinConns = MaxConns, unless the URL
+	// sets pool_min_conns) and its connections warm: the hot statements
+	// prepared and planned before a request needs them, on each new
+	// connection and on the idle ones after each ANALYZE (warm.go). A
+	// server sets it; a short-lived store need not.
+	WarmConns bool
 }
 
 // Store is the PostgreSQL implementation of store.Store. It is safe for
@@ -231,6 +237,12 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Migrate on a connection of its own before the pool opens: the
+	// pool's connections are warmed (Config.WarmConns) as they open, which
+	// needs the tables.
+	if err := migrate(ctx, pcfg.ConnConfig.Copy(), cfg.Schema); err != nil {
+		return nil, err
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open pool: %w", err)
@@ -253,11 +265,6 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		completeQ:    make(chan []*completeReq),
 		insertQ:      make(chan *insertReq),
 		analyzerDone: make(chan struct{}),
-	}
-	if err := s.migrate(ctx); err != nil {
-		endLife()
-		pool.Close()
-		return nil, err
 	}
 	go s.notifier()
 	go s.analyzer()
@@ -284,6 +291,19 @@ func poolConfig(cfg Config) (*pgxpool.Config, error) {
 	}
 	if cfg.Cost != nil {
 		pcfg.ConnConfig.Tracer = costTracer{cfg.Cost}
+	}
+	if cfg.WarmConns {
+		if pcfg.MinConns == 0 {
+			pcfg.MinConns = pcfg.MaxConns
+		}
+		pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			// A connection that could not be warmed still serves: its
+			// statements are planned on first use, as without WarmConns.
+			if err := warmConn(ctx, conn); err != nil {
+				cfg.Logger.Warn("pgstore: warm a new connection", "err", err)
+			}
+			return nil
+		}
 	}
 	rt := pcfg.ConnConfig.RuntimeParams
 	rt["search_path"] = pgx.Identifier{cfg.Schema}.Sanitize()
@@ -329,14 +349,22 @@ func SchemaVersion() int {
 }
 
 // migrate creates the schema and applies the missing migrations, all in
-// one transaction under an advisory lock of the schema.
-func (s *Store) migrate(ctx context.Context) error {
-	return migrateTo(ctx, s.pool, s.cfg.Schema, -1)
+// one transaction under an advisory lock of the schema, on a connection
+// of ccfg (whose search_path is schema) opened for it.
+func migrate(ctx context.Context, ccfg *pgx.ConnConfig, schema string) error {
+	conn, err := pgx.ConnectConfig(ctx, ccfg)
+	if err != nil {
+		return fmt.Errorf("pgstore: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return migrateTo(ctx, conn, schema, -1)
 }
 
-// migrateTo is migrate up to version upTo (-1: the latest), through pool,
+// migrateTo is migrate up to version upTo (-1: the latest), through db,
 // whose connections' search_path is schema.
-func migrateTo(ctx context.Context, pool *pgxpool.Pool, schema string, upTo int) error {
+func migrateTo(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, schema string, upTo int) error {
 	names, err := fs.Glob(migrationFS, "migrations/*.sql")
 	if err != nil {
 		return fmt.Errorf("pgstore: list migrations: %w", err)
@@ -346,7 +374,7 @@ func migrateTo(ctx context.Context, pool *pgxpool.Pool, schema string, upTo int)
 	if upTo >= 0 && upTo < len(names) {
 		names = names[:upTo]
 	}
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('rota.migrate'), hashtext($1))`, schema); err != nil {
 			return fmt.Errorf("take migration lock: %w", err)
 		}
