@@ -24,11 +24,11 @@ import (
 //
 // So a store with WarmConns keeps its pool full (MinConns = MaxConns) and
 // warms each connection before the pool hands it out, and its connections
-// again, one at a time while idle, after each ANALYZE: the statements of warmSQL are
-// prepared, so that a query of the same text runs them, and EXPLAIN
-// EXECUTE makes their generic plans (plan_cache_mode force_generic_plan),
-// which PostgreSQL keeps for their later executions. A connection busy
-// when an ANALYZE ends plans on its next use, as before.
+// again, one at a time while idle, after each ANALYZE: the statements of
+// warmSQL are prepared, so that a query of the same text runs them, and
+// EXPLAIN EXECUTE makes their generic plans (plan_cache_mode
+// force_generic_plan), which PostgreSQL keeps for their later executions.
+// A connection busy when an ANALYZE ends plans on its next use, as before.
 
 // warmSQL are the statements of the hot paths: a submit (single, batch,
 // handed to a waiting claim), a claim of one kind with the worker's
