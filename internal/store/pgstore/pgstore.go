@@ -296,9 +296,14 @@ func poolConfig(cfg Config) (*pgxpool.Config, error) {
 		if pcfg.MinConns == 0 {
 			pcfg.MinConns = pcfg.MaxConns
 		}
+		budget := &warmBudget{per: int(pcfg.MaxConns), every: warmBudgetEvery}
 		pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-			// A connection that could not be warmed still serves: its
-			// statements are planned on first use, as without WarmConns.
+			// A connection that could not be warmed, or opened past the
+			// budget, still serves: its statements are planned on first
+			// use, as without WarmConns.
+			if !budget.take(time.Now()) {
+				return nil
+			}
 			if err := warmConn(ctx, conn); err != nil {
 				cfg.Logger.Warn("pgstore: warm a new connection", "err", err)
 			}

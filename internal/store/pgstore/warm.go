@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -29,6 +31,42 @@ import (
 // EXPLAIN EXECUTE makes their generic plans (plan_cache_mode
 // force_generic_plan), which PostgreSQL keeps for their later executions.
 // A connection busy when an ANALYZE ends plans on its next use, as before.
+
+// A pool replaces a connection that broke (a query cancelled mid-flight
+// closes its connection). Warming costs PostgreSQL a few hundred
+// milliseconds of CPU on a slow machine, so new connections are warmed
+// only within a budget of MaxConns every warmBudgetEvery: the pool's
+// first fill, and the occasional replacement. Past it (a pool replacing
+// connections by the second, as on a machine so loaded that clients give
+// up on their requests) a new connection plans on first use, as without
+// WarmConns, and warming adds no load where there is too much already.
+const warmBudgetEvery = time.Minute
+
+// warmBudget counts the warm-ups of new connections: at most per every
+// period.
+type warmBudget struct {
+	per   int
+	every time.Duration
+
+	mu    sync.Mutex
+	start time.Time // of the current period
+	used  int
+}
+
+// take reports whether a new connection may be warmed at now, and counts
+// it.
+func (b *warmBudget) take(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if now.Sub(b.start) >= b.every {
+		b.start, b.used = now, 0
+	}
+	if b.used >= b.per {
+		return false
+	}
+	b.used++
+	return true
+}
 
 // warmSQL are the statements of the hot paths: a submit (single, batch,
 // handed to a waiting claim), a claim of one kind with the worker's
@@ -74,15 +112,17 @@ func warmConn(ctx context.Context, conn *pgx.Conn) error {
 
 // warmIdle warms the pool's connections (warmConn) one at a time, each
 // while it is idle, so that the others go on serving; it does nothing
-// unless Config.WarmConns. It takes a connection that is idle, or the
-// next one released, and gives up on a connection it did not get in
-// 2×MaxConns tries: that one plans on its next use.
+// unless Config.WarmConns. It takes a connection that is idle, or else
+// the next one released, and gives up after warmIdleFor: a connection
+// busy throughout plans on its next use.
 func (s *Store) warmIdle(ctx context.Context) {
 	if !s.cfg.WarmConns {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, warmIdleFor)
+	defer cancel()
 	warmed := map[uint32]bool{} // by backend pid
-	for range 2 * s.pool.Config().MaxConns {
+	for len(warmed) < int(s.pool.Stat().TotalConns()) {
 		var pick *pgxpool.Conn
 		for _, c := range s.pool.AcquireAllIdle(ctx) {
 			if pick == nil && !warmed[c.Conn().PgConn().PID()] {
@@ -94,10 +134,15 @@ func (s *Store) warmIdle(ctx context.Context) {
 		if pick == nil {
 			c, err := s.pool.Acquire(ctx)
 			if err != nil {
-				return
+				return // ctx done, or the pool closed
 			}
 			if warmed[c.Conn().PgConn().PID()] {
 				c.Release()
+				select { // the others are busy: look again shortly
+				case <-time.After(10 * time.Millisecond):
+				case <-ctx.Done():
+					return
+				}
 				continue
 			}
 			pick = c
@@ -106,13 +151,13 @@ func (s *Store) warmIdle(ctx context.Context) {
 		err := warmConn(ctx, pick.Conn())
 		pick.Release()
 		if err != nil {
-			if !s.isClosed() {
+			if !s.isClosed() && ctx.Err() == nil {
 				s.log.Warn("pgstore: warm a connection", "err", err)
 			}
 			return
 		}
-		if len(warmed) == int(s.pool.Stat().TotalConns()) {
-			return
-		}
 	}
 }
+
+// warmIdleFor bounds a warmIdle.
+const warmIdleFor = 5 * time.Second
