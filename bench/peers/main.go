@@ -56,6 +56,7 @@ type params struct {
 	SDKConcurrency int           `json:"sdk_concurrency"`
 	Rate           int           `json:"rate"`
 	LatencyFor     time.Duration `json:"latency_for"`
+	LatencyWarmup  time.Duration `json:"latency_warmup"`
 	Delayed        int           `json:"delayed"`
 	DelayedOver    time.Duration `json:"delayed_over"`
 	Warmup         time.Duration `json:"warmup"`
@@ -95,6 +96,9 @@ func scenarioTitle(p params, scenario string) string {
 	case "e2e":
 		return fmt.Sprintf("end-to-end no-op (%d tasks)", p.E2ETasks)
 	case "latency":
+		if p.LatencyWarmup > 0 {
+			return fmt.Sprintf("enqueue→start, %d tasks/s for %s after %s of it, idle workers", p.Rate, p.LatencyFor, p.LatencyWarmup)
+		}
 		return fmt.Sprintf("enqueue→start, %d tasks/s for %s, idle workers", p.Rate, p.LatencyFor)
 	case "delayed":
 		return fmt.Sprintf("delayed-task lateness (%d tasks over %s)", p.Delayed, p.DelayedOver)
@@ -246,6 +250,8 @@ func parseFlags() options {
 	flag.IntVar(&p.SDKConcurrency, "concurrency", 256, "concurrency of the rotaworker SDK worker")
 	flag.IntVar(&p.Rate, "rate", 500, "tasks/s of the latency scenario")
 	flag.DurationVar(&p.LatencyFor, "latency-for", 10*time.Second, "length of the latency scenario")
+	flag.DurationVar(&p.LatencyWarmup, "latency-warmup", 2*time.Second,
+		"load at the latency scenario's rate before its measure, not measured: a fresh schema's first second (each system's connections planning their statements, its first ANALYZEs) is not the steady state (0: none)")
 	flag.IntVar(&p.Delayed, "delayed", 2000, "tasks of the delayed scenario")
 	flag.DurationVar(&p.DelayedOver, "delayed-over", 10*time.Second, "window the delayed tasks are due in")
 	flag.DurationVar(&p.Warmup, "warmup", time.Second, "idle time between starting workers and the measure")

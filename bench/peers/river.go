@@ -23,6 +23,7 @@ import (
 type noopArgs struct {
 	SentNS int64 `json:"s"`
 	DueNS  int64 `json:"d,omitempty"`
+	Warmup bool  `json:"w,omitempty"` // sent before the measure (--latency-warmup)
 }
 
 func (noopArgs) Kind() string { return "peers_noop" }
@@ -333,13 +334,28 @@ func (r *riverRun) e2e(ctx context.Context) ([]metric, error) {
 // latency: single Inserts at p.Rate/s for p.LatencyFor to idle workers.
 func (r *riverRun) latency(ctx context.Context) ([]metric, error) {
 	total := int(float64(r.p.Rate) * r.p.LatencyFor.Seconds())
-	rec := newRecorder(total)
-	if err := r.open(ctx, func(a noopArgs, started time.Time) { rec.add(started.Sub(time.Unix(0, a.SentNS))) }); err != nil {
+	rec, warm := newRecorder(total), newRecorder(warmupTasks(r.p))
+	if err := r.open(ctx, func(a noopArgs, started time.Time) {
+		if a.Warmup {
+			warm.add(0)
+			return
+		}
+		rec.add(started.Sub(time.Unix(0, a.SentNS)))
+	}); err != nil {
 		return nil, err
 	}
 	time.Sleep(r.p.Warmup)
+	err := paced(r.p.Rate, warmupTasks(r.p), func() error {
+		return r.client.insert(ctx, noopArgs{Warmup: true}, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := warm.wait(time.Minute); err != nil {
+		return nil, err
+	}
 	r.w.begin()
-	err := paced(r.p.Rate, total, func() error {
+	err = paced(r.p.Rate, total, func() error {
 		return r.client.insert(ctx, noopArgs{SentNS: time.Now().UnixNano()}, nil)
 	})
 	if err != nil {

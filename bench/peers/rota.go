@@ -36,6 +36,7 @@ const rotaKind = "peers-noop"
 type payload struct {
 	SentNS int64 `json:"s"`
 	DueNS  int64 `json:"d,omitempty"`
+	Warmup bool  `json:"w,omitempty"` // sent before the measure (--latency-warmup)
 }
 
 // rotaServer is a `rota server` process on a fresh schema.
@@ -526,12 +527,28 @@ func (r *rotaRun) e2eSDK(ctx context.Context) ([]metric, error) {
 // enqueue→start is the handler's start minus the instant in the payload.
 func (r *rotaRun) latency(ctx context.Context) ([]metric, error) {
 	total := int(float64(r.p.Rate) * r.p.LatencyFor.Seconds())
-	rec := newRecorder(total)
-	stop := r.worker(ctx, func(p payload, started time.Time) { rec.add(started.Sub(time.Unix(0, p.SentNS))) })
+	rec, warm := newRecorder(total), newRecorder(warmupTasks(r.p))
+	stop := r.worker(ctx, func(p payload, started time.Time) {
+		if p.Warmup {
+			warm.add(0)
+			return
+		}
+		rec.add(started.Sub(time.Unix(0, p.SentNS)))
+	})
 	defer stop()
 	time.Sleep(r.p.Warmup)
+	err := paced(r.p.Rate, warmupTasks(r.p), func() error {
+		_, err := r.c.Submit(ctx, rotaclient.TaskParams{Kind: rotaKind, Payload: payload{Warmup: true}})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := warm.wait(time.Minute); err != nil {
+		return nil, err
+	}
 	r.w.begin()
-	err := paced(r.p.Rate, total, func() error {
+	err = paced(r.p.Rate, total, func() error {
 		_, err := r.c.Submit(ctx, rotaclient.TaskParams{Kind: rotaKind, Payload: payload{SentNS: time.Now().UnixNano()}})
 		return err
 	})
@@ -544,6 +561,9 @@ func (r *rotaRun) latency(ctx context.Context) ([]metric, error) {
 	r.w.end()
 	return percentiles(latencyLabel(r.p), rec.durations()), nil
 }
+
+// warmupTasks is the number of tasks of the latency scenario's warm-up.
+func warmupTasks(p params) int { return int(float64(p.Rate) * p.LatencyWarmup.Seconds()) }
 
 func latencyLabel(p params) string { return fmt.Sprintf("enqueue→start at %d/s", p.Rate) }
 

@@ -77,7 +77,11 @@ type recorder struct {
 }
 
 func newRecorder(want int) *recorder {
-	return &recorder{ds: make([]time.Duration, 0, want), want: want, done: make(chan struct{})}
+	r := &recorder{ds: make([]time.Duration, 0, want), want: want, done: make(chan struct{})}
+	if want == 0 {
+		close(r.done)
+	}
+	return r
 }
 
 func (r *recorder) add(d time.Duration) {

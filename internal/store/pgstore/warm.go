@@ -42,6 +42,10 @@ import (
 // WarmConns, and warming adds no load where there is too much already.
 const warmBudgetEvery = time.Minute
 
+// warmPlanRows is the least rows of tasks, as last analyzed, for which
+// warmConn makes plans (see there).
+const warmPlanRows = 1000
+
 // warmBudget counts the warm-ups of new connections: at most per every
 // period.
 type warmBudget struct {
@@ -89,6 +93,15 @@ func warmConn(ctx context.Context, conn *pgx.Conn) error {
 	if conn.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
 		return nil
 	}
+	// Plans made for an empty or never analyzed table would scan it, and
+	// be kept as it grows until the analyzer's first ANALYZE: a new
+	// schema's connections only parse the statements, and plan them on
+	// first use.
+	var rows float32
+	if err := conn.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'tasks'::regclass`).Scan(&rows); err != nil {
+		return fmt.Errorf("read the size of tasks: %w", err)
+	}
+	plan := rows >= warmPlanRows
 	var plans strings.Builder
 	for _, sql := range warmSQL {
 		sd, err := conn.Prepare(ctx, sql, sql)
@@ -103,6 +116,9 @@ func warmConn(ctx context.Context, conn *pgx.Conn) error {
 			plans.WriteString("NULL")
 		}
 		plans.WriteString(");")
+	}
+	if !plan {
+		return nil
 	}
 	if _, err := conn.PgConn().Exec(ctx, plans.String()).ReadAll(); err != nil {
 		return fmt.Errorf("plan: %w", err)

@@ -45,43 +45,64 @@ func preparedState(t *testing.T, st *pgstore.Store) (plans map[uint32][]int64, t
 }
 
 // TestWarmConns: a store with WarmConns opens its whole pool with the hot
-// statements prepared and planned before any request; the hot paths run
-// those statements (none is prepared a second time); after an ANALYZE,
-// the idle connections are planned again.
+// statements prepared before any request, and planned only once the tasks
+// table is large enough for plans worth keeping (a new schema's would scan
+// it); the hot paths run those statements (none is prepared a second
+// time); once the table grew and the analyzer analyzed it, the idle
+// connections are planned; and a store opened on that schema comes with
+// its connections planned.
 func TestWarmConns(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	st, err := pgstore.New(ctx, pgstore.Config{URL: testURL(), Schema: schema, NodeID: "n", WarmConns: true})
-	if err != nil {
-		t.Fatal(err)
+	open := func() *pgstore.Store {
+		st, err := pgstore.New(ctx, pgstore.Config{URL: testURL(), Schema: schema, NodeID: "n", WarmConns: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
 	}
-	t.Cleanup(func() { st.Close() })
-	pool := pgstore.Pool(st)
-	var plans map[uint32][]int64
-	deadline := time.Now().Add(20 * time.Second)
-	for warm := false; !warm; {
-		if time.Now().After(deadline) {
-			t.Fatalf("pool not warm within 20 s: %d of %d connections, plans %v", pool.Stat().TotalConns(), pool.Config().MaxConns, plans)
+	// warm waits until every connection of st's full pool has every warm
+	// statement prepared with at least minPlans generic plans, and
+	// returns the plans.
+	warm := func(st *pgstore.Store, minPlans int64) map[uint32][]int64 {
+		pool := pgstore.Pool(st)
+		var plans map[uint32][]int64
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if pool.Stat().IdleConns() == pool.Config().MaxConns {
+				plans, _ = preparedState(t, st)
+				ok := len(plans) == int(pool.Config().MaxConns)
+				for _, c := range plans {
+					for _, n := range c {
+						ok = ok && n >= minPlans
+					}
+				}
+				if ok {
+					return plans
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pool not warm within 20 s: %d of %d connections, plans %v (want ≥ %d each)",
+					pool.Stat().TotalConns(), pool.Config().MaxConns, plans, minPlans)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
-		if pool.Stat().IdleConns() < pool.Config().MaxConns {
-			continue
-		}
-		plans, _ = preparedState(t, st)
-		warm = len(plans) == int(pool.Config().MaxConns)
-		for _, c := range plans {
-			for _, n := range c {
-				warm = warm && n >= 1
+	}
+	st := open()
+	for pid, c := range warm(st, 0) {
+		for i, n := range c {
+			if n != 0 {
+				t.Fatalf("connection %d planned warm statement %d on an empty table (%d generic plans)", pid, i, n)
 			}
 		}
 	}
 
-	// The hot paths: submits (single, batch, handed to a claim), claims,
-	// reports.
+	// The hot paths: submits (single, batch), claims, reports.
 	f := storetest.NewFixture(t, st)
-	ps := make([]store.TaskInsertParams, 300)
+	ps := make([]store.TaskInsertParams, 1000)
 	for i := range ps {
 		ps[i] = f.Params("k", f.At(0))
 	}
@@ -101,24 +122,10 @@ func TestWarmConns(t *testing.T) {
 		t.Fatalf("%d statements prepared twice on the pool's connections: the hot paths did not run the warm ones", twice)
 	}
 
-	// The store's analyzer analyzes the grown table, and plans the idle
-	// connections' statements again.
-	before, _ := preparedState(t, st)
-	deadline = time.Now().Add(20 * time.Second)
-	for {
-		after, _ := preparedState(t, st)
-		again := len(after) == len(before)
-		for pid := range after {
-			for i := range after[pid] {
-				again = again && len(before[pid]) == len(after[pid]) && after[pid][i] > before[pid][i]
-			}
-		}
-		if again {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("generic plans of the warm statements %v before the table grew, %v 20 s after", before, after)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// The analyzer analyzes the grown table and plans the idle
+	// connections' statements.
+	warm(st, 1)
+
+	// A store opened on a schema with an analyzed table of 1,001 tasks.
+	warm(open(), 1)
 }
