@@ -27,9 +27,10 @@ import (
 // The analyzer closes that gap: every analyzeEvery it reads the size of
 // the store's busy tables and ANALYZEs those whose live rows grew to
 // analyzeGrowth (4) times what they held when last analyzed (and number at
-// least analyzeMinRows): a young table, at 100, 400, 1,600, 6,400… rows. ANALYZE invalidates the cached
-// plans that read the table, so every connection plans again with the new
-// statistics. A table that only changes (claims and reports update rows
+// least analyzeMinRows): a young table, at 100, 400, 1,600, 6,400… rows.
+// ANALYZE invalidates the cached plans that read the table, so every
+// connection plans again with the new statistics (warm.go plans the idle
+// ones at once). A table that only changes (claims and reports update rows
 // in place) keeps its plans: its size, not its churn, decides between a
 // scan and an index. A large table that grows slowly is left to autovacuum
 // (PostgreSQL scales a table's last counted rows by its current size when
