@@ -108,6 +108,9 @@ func warmConn(ctx context.Context, conn *pgx.Conn) error {
 		if err != nil {
 			return fmt.Errorf("prepare: %w", err)
 		}
+		if !plan {
+			continue
+		}
 		plans.WriteString("EXPLAIN EXECUTE " + sd.Name + "(")
 		for i := range sd.ParamOIDs {
 			if i > 0 {
